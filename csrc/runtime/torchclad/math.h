@@ -1,0 +1,44 @@
+// Helper math used by the engine's rule table (torchclad/ad/rules/math.py).
+// Every helper is templated on the value type so float kernels stay in float.
+// Kinks follow PyTorch: max/min ties split evenly, sign(0) = 0.
+#pragma once
+#include <cmath>
+
+namespace torchclad {
+namespace rt {
+
+template <class V> inline V ln2(V) { return V(0.69314718055994530942); }
+template <class V> inline V ln10(V) { return V(2.30258509299404568402); }
+template <class V> inline V d_sqrt(V y) { return V(0.5) / y; }
+template <class V> inline V d_cbrt(V y) { return V(1) / (V(3) * y * y); }
+template <class V> inline V d_tanh(V y) { return V(1) - y * y; }
+template <class V> inline V d_tan(V y) { return V(1) + y * y; }
+template <class V> inline V d_asin(V x) { return V(1) / std::sqrt(V(1) - x * x); }
+template <class V> inline V d_atan(V x) { return V(1) / (V(1) + x * x); }
+template <class A, class B> inline auto d_atan2_y(A y, B x) { return x / (x * x + y * y); }
+template <class A, class B> inline auto d_atan2_x(A y, B x) { return -y / (x * x + y * y); }
+template <class V> inline V d_erf(V x) { return V(1.12837916709551257390) * std::exp(-x * x); }
+template <class V> inline V sign(V x) { return x > V(0) ? V(1) : (x < V(0) ? V(-1) : V(0)); }
+
+// d/da max(a, b): 1 where a wins, 1/2 on ties (PyTorch's maximum), 0 otherwise.
+template <class A, class B> inline A d_max_a(A a, B b) {
+  return a > b ? A(1) : (a == b ? A(0.5) : A(0));
+}
+template <class A, class B> inline A d_min_a(A a, B b) {
+  return a < b ? A(1) : (a == b ? A(0.5) : A(0));
+}
+
+// pow(x, p): d/dx = p * x^(p-1), with PyTorch's convention that p == 0 gives 0.
+template <class A, class B> inline auto d_pow_base(A x, B p) {
+  using R = decltype(x * p);
+  return p == B(0) ? R(0) : R(p * std::pow(x, p - B(1)));
+}
+// d/dp = x^p * log(x); PyTorch masks x == 0 (and p >= 0) to 0 instead of 0 * -inf.
+template <class A, class B, class Y> inline auto d_pow_exp(A x, B p, Y y) {
+  using R = decltype(x * p);
+  return (x == A(0) && p >= B(0)) ? R(0) : R(y * std::log(x));
+}
+template <class A, class B> inline auto trunc_div(A x, B y) { return std::trunc(x / y); }
+
+}  // namespace rt
+}  // namespace torchclad

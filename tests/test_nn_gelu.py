@@ -1,0 +1,108 @@
+"""torchclad.nn.GELU (built-in kernel csrc/kernels/gelu.cpp, AOT in torchclad._C)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import torchclad.nn as tnn
+from torchclad.testing import assert_parity
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _ref():
+    return torch.nn.GELU(approximate="tanh")
+
+
+def test_constructor_and_repr():
+    m = tnn.GELU()
+    assert m.approximate == "tanh"
+    assert "approximate='tanh'" in repr(m)
+    assert tnn.GELU(approximate="tanh").state_dict() == {}
+    with pytest.raises(NotImplementedError, match="approximate='none'.*not implemented"):
+        tnn.GELU(approximate="none")
+    with pytest.raises(ValueError, match="'tanh' or 'none'"):
+        tnn.GELU(approximate="sigmoid")
+
+
+def test_gradcheck_float64():
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(tnn.GELU(), (x,))
+
+
+def test_float32_parity():
+    x = torch.randn(4, 16, 32) * 3
+    errors = assert_parity(_ref(), tnn.GELU(), x, rtol=RTOL, atol=ATOL)
+    assert set(errors) == {"output[0]", "grad of input 0"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.lists(st.integers(min_value=0, max_value=5), min_size=0, max_size=3).map(
+        lambda dims: (*dims, 3)),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
+def test_parity_over_shapes(shape, dtype):
+    """Leading dims 0-3, zero-size included; both dtypes."""
+    x = torch.randn(shape, dtype=dtype)
+    assert_parity(_ref(), tnn.GELU(), x, rtol=RTOL, atol=ATOL)
+
+
+def test_zero_dim_and_empty():
+    for x in (torch.tensor(0.3, requires_grad=True), torch.empty(0, requires_grad=True)):
+        y = tnn.GELU()(x)
+        assert y.shape == x.shape
+        y.sum().backward()
+        assert x.grad.shape == x.shape
+
+
+def test_noncontiguous_input():
+    base = torch.randn(8, 6, dtype=torch.float64)
+    x = base.t()[:, ::2]
+    assert not x.is_contiguous()
+    assert_parity(_ref(), tnn.GELU(), x, rtol=1e-10, atol=1e-12)
+
+
+def test_opcheck():
+    op = torch.ops.torchclad.gelu_forward
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(3, 5, dtype=dtype, requires_grad=True)
+        torch.library.opcheck(op, (x,))
+
+
+def test_torch_compile_fullgraph():
+    class Net(torch.nn.Module):
+        def __init__(self, act):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+            self.act = act
+
+        def forward(self, x):
+            return self.act(self.fc(x)).sum(-1)
+
+    torch.manual_seed(0)
+    ref = Net(_ref())
+    ours = Net(tnn.GELU())
+    compiled = torch.compile(ours, fullgraph=True)
+    for batch in (4, 6):
+        x = torch.randn(batch, 8)
+        assert_parity(ref, compiled, x, rtol=RTOL, atol=ATOL)
+
+
+def test_errors_name_the_input():
+    m = tnn.GELU()
+    with pytest.raises(TypeError, match="input 'inp' is a int64 tensor"):
+        m(torch.arange(4))
+    with pytest.raises(ValueError, match="CPU only"):
+        m(torch.randn(3, device="meta"))
+
+
+def test_assert_parity_reports_mismatch():
+    with pytest.raises(AssertionError, match="output\\[0\\] differs"):
+        assert_parity(torch.nn.Tanh(), tnn.GELU(), torch.randn(5))
+    lin_a, lin_b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    errors = assert_parity(lin_a, lin_b, torch.randn(4, 3))  # state_dict copied a -> b
+    assert {"grad of parameter 'weight'", "grad of parameter 'bias'", "grad of input 0"} <= set(errors)

@@ -1,0 +1,196 @@
+"""To-be-recorded analysis: which values the reverse sweep needs and how it gets them.
+
+Model. The reverse of a statement S runs in a state where every object S's derivative
+code reads holds the value it had when S ran forward. Positions are paths in the
+normalized function (tuples; a Loop's init is (L, 0, k), body (L, 1, ...), inc (L, 2, k);
+an If's branches (P, 0, ...) and (P, 1, ...)). Two questions are answered here:
+
+1. `must_record(write)`: an assignment W to object o saves o's old value iff some use U of o
+   (a read by derivative code) may run before W within one lifetime of o's scope: U is
+   at or before W in program order, or a loop inside o's scope holds both. The reverse of
+   W then restores o, so every earlier reverse sees the value it needs.
+
+2. `block plans`: at the start of the reverse of a block, its locals hold their values
+   from the end of the block. A needed local is recomputed there if its initializer only
+   reads values that are still the same at the end of the block (single assignment,
+   read-only memory, unchanged outer variables); otherwise its final value is pushed on
+   the tape at the end of the block and popped at the start of the block's reverse.
+   Recomputing adds uses at the end of the block (the values the initializer reads).
+
+The transform supplies the uses: the objects each statement's derivative code reads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import ir
+
+
+def may_precede(pu: tuple, pw: tuple, scope: tuple, loops: tuple) -> bool:
+    """May the use at pu run before (or be) the write at pw within one activation of the
+    scope at path `scope`?"""
+    if pu <= pw:
+        return True
+    n = len(scope)
+    for L in loops:
+        if L[:n] == scope and pu[:len(L)] == L and pw[:len(L)] == L:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class ScopePlan:
+    """How the reverse of one block gets back the locals it needs."""
+    saved: tuple           # Decls whose final value is pushed at the block's end (in order)
+    recomputed: tuple      # Decls re-executed at the start of the block's reverse (in order)
+
+
+@dataclass(frozen=True)
+class Recording:
+    recorded: frozenset                 # paths of writes whose old value is recorded
+    plans: dict                         # scope path -> ScopePlan
+    uses: tuple                         # (path, key) after the fixed point, for printers
+
+    def must_record(self, path: tuple) -> bool:
+        return path in self.recorded
+
+    def plan(self, scope: tuple) -> ScopePlan:
+        return self.plans.get(scope, ScopePlan((), ()))
+
+    def dump(self, names: dict) -> str:
+        lines = []
+        for p in sorted(self.recorded):
+            lines.append(f"record {'.'.join(map(str, p))}")
+        for s in sorted(self.plans):
+            pl = self.plans[s]
+            if pl.saved or pl.recomputed:
+                sv = ", ".join(d.var.name for d in pl.saved)
+                rc = ", ".join(d.var.name for d in pl.recomputed)
+                lines.append(f"scope {'.'.join(map(str, s)) or 'fn'}: save [{sv}] "
+                             f"recompute [{rc}]")
+        return "\n".join(lines)
+
+
+@dataclass
+class Facts:
+    """What the transform collected from one walk over the normalized function."""
+    uses: list = field(default_factory=list)          # (path, key)
+    writes: list = field(default_factory=list)        # (path, key, restore_reads)
+    decls: list = field(default_factory=list)         # (path, scope path, Decl)
+    scopes: dict = field(default_factory=dict)        # scope path -> end path
+    loops: list = field(default_factory=list)         # loop paths
+    scope_of: dict = field(default_factory=dict)      # object key -> scope path
+    assigned: dict = field(default_factory=dict)      # var key -> [paths of writes]
+    readonly_mem: set = field(default_factory=set)    # memory keys never written
+    address_taken: set = field(default_factory=set)   # var keys whose address is taken
+    params: set = field(default_factory=set)          # uids of the function's parameters
+
+
+def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recording:
+    """key_reads(expr) -> set of object keys an initializer reads (values and memory)."""
+    loops = tuple(facts.loops)
+    uses = list(facts.uses)
+    plans: dict = {}
+
+    # ---- block plans (innermost first would not matter: each scope decides its own locals)
+    by_scope: dict = {}
+    for path, scope, d in facts.decls:
+        by_scope.setdefault(scope, []).append((path, d))
+
+    def written_after(key, after: tuple, within: tuple) -> bool:
+        return any(p > after and p[:len(within)] == within
+                   for p in facts.assigned.get(key, ()))
+
+    def written_within(key, within: tuple) -> bool:
+        return any(p[:len(within)] == within for p in facts.assigned.get(key, ()))
+
+    def recomputable(path, scope, d: ir.Decl, local_ok) -> "set | None":
+        """Keys the initializer reads if d can be recomputed at the end of its scope."""
+        v = d.var
+        key = ("var", v.uid)
+        if d.init is None or v.type.is_array or d.static:
+            return None
+        if facts.assigned.get(key) or key in facts.address_taken:
+            return None
+        if any(isinstance(x, ir.Call) and x.user for x in ir.walk_expr(d.init)):
+            return None
+        reads = key_reads(d.init)
+        for k in reads:
+            if k[0] == "mem":
+                if k not in facts.readonly_mem:
+                    return None
+                continue
+            ks = facts.scope_of.get(k)
+            if ks is None:          # a global
+                continue
+            if ks == scope:
+                if k not in local_ok:
+                    return None
+                if written_after(k, path, scope):
+                    return None
+            elif written_within(k, scope):
+                return None
+        return reads
+
+    def scope_plans(uses_now, restored):
+        out, extra = {}, []
+        for scope, items in by_scope.items():
+            if combined_top and scope == ():
+                continue
+            end = facts.scopes[scope]
+            need = {k if k[0] != "addr" else ("var", k[1])
+                    for p, k in uses_now if p[:len(scope)] == scope}
+            need |= {k for p, k in restored if p[:len(scope)] == scope}   # restores write it
+            local_ok = {("var", d.var.uid) for _, d in items}
+            decisions = {}
+            for path, d in reversed(items):   # a recomputed local's inputs become needed
+                if d.var.uid in facts.params and not facts.assigned.get(("var", d.var.uid)):
+                    continue                      # an unchanged parameter is always there
+                if ("var", d.var.uid) not in need and ("mem", d.var.uid) not in need:
+                    continue
+                reads = recomputable(path, scope, d, local_ok) if enabled else None
+                decisions[d.var.uid] = reads
+                if reads is not None:
+                    need |= reads
+            saved, recomputed = [], []
+            for path, d in items:
+                if d.var.uid not in decisions:
+                    continue
+                reads = decisions[d.var.uid]
+                if reads is None:
+                    saved.append(d)
+                else:
+                    recomputed.append(d)
+                    extra.extend((end, k) for k in reads)
+            out[scope] = ScopePlan(tuple(saved), tuple(recomputed))
+        return out, extra
+
+    def records(uses_now):
+        rec, more, restored = set(), [], []
+        for pw, key, restore_reads in facts.writes:
+            scope = facts.scope_of.get(key, ())
+            by_call = ("call",) in restore_reads
+            if (not enabled and not by_call) or any(
+                    k == key and may_precede(pu, pw, scope, loops) for pu, k in uses_now):
+                rec.add(pw)
+                more.extend((pw, k) for k in restore_reads if k != ("call",))
+                restored.append((pw, key))
+        return rec, more, restored
+
+    base = list(facts.uses)
+    recorded: set = set()
+    restore_uses: list = []
+    restored: list = []
+    while True:
+        extra: list = []
+        while True:       # recomputing a local makes what it reads needed, maybe elsewhere
+            plans, new_extra = scope_plans(base + restore_uses + extra, restored)
+            if set(new_extra) <= set(extra):
+                break
+            extra = sorted(set(extra) | set(new_extra))
+        uses = base + restore_uses + extra
+        new_recorded, new_restore_uses, new_restored = records(uses)
+        if new_recorded == recorded:
+            break
+        recorded, restore_uses, restored = new_recorded, new_restore_uses, new_restored
+    return Recording(frozenset(recorded), plans, tuple(uses))

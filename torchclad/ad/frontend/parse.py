@@ -1,0 +1,86 @@
+"""libclang setup: a translation unit from source text, with the system compiler's headers.
+
+PyPI's libclang ships no builtin headers (stddef.h, ...), so we ask the system C++
+compiler where its include directories are and pass them as -isystem.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+
+import clang.cindex as ci
+
+from ..errors import DiffError, Loc
+
+# clang's CXBinaryOperatorKind / CXUnaryOperatorKind (clang-c/Index.h)
+BINARY_OPS = {
+    3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>", 11: "<", 12: ">", 13: "<=",
+    14: ">=", 15: "==", 16: "!=", 17: "&", 18: "^", 19: "|", 20: "&&", 21: "||", 22: "=",
+    23: "*=", 24: "/=", 25: "%=", 26: "+=", 27: "-=", 28: "<<=", 29: ">>=", 30: "&=",
+    31: "^=", 32: "|=", 33: ",",
+}
+UNARY_OPS = {1: "post++", 2: "post--", 3: "pre++", 4: "pre--", 5: "&", 6: "*", 7: "+", 8: "-",
+             9: "~", 10: "!"}
+
+
+def binary_op(cursor) -> str:
+    return BINARY_OPS.get(ci.conf.lib.clang_getCursorBinaryOperatorKind(cursor), "?")
+
+
+def unary_op(cursor) -> str:
+    return UNARY_OPS.get(ci.conf.lib.clang_getCursorUnaryOperatorKind(cursor), "?")
+
+
+@functools.lru_cache(maxsize=None)
+def system_include_dirs(cxx: str | None = None) -> tuple:
+    """The include search list of the system C++ compiler (`g++ -E -v`)."""
+    cxx = cxx or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or "c++"
+    try:
+        out = subprocess.run([cxx, "-xc++", "-E", "-v", "-"], input="", capture_output=True,
+                             text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    dirs, on = [], False
+    for line in out.splitlines():
+        if line.startswith("#include <...> search starts here"):
+            on = True
+        elif line.startswith("End of search list"):
+            break
+        elif on:
+            dirs.append(line.strip())
+    return tuple(d for d in dirs if os.path.isdir(d))
+
+
+def runtime_include_dir() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    for cand in (os.path.join(repo, "csrc", "runtime"), os.path.join(repo, "torchclad", "include")):
+        if os.path.isdir(cand):
+            return cand
+    return os.path.join(repo, "csrc", "runtime")
+
+
+def parse(source: str, filename: str = "kernel.cpp", extra_args: tuple = ()) -> ci.TranslationUnit:
+    args = ["-x", "c++", "-std=c++17", "-fopenmp", "-Wno-unknown-pragmas"]
+    for d in system_include_dirs():
+        args += ["-isystem", d]
+    args += ["-I", runtime_include_dir()]
+    args += list(extra_args)
+    index = ci.Index.create()
+    tu = index.parse(filename, args=args, unsaved_files=[(filename, source)],
+                     options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
+    errors = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
+    if errors:
+        d = errors[0]
+        loc = Loc(d.location.file.name if d.location.file else filename, d.location.line,
+                  d.location.column)
+        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+        raise DiffError(loc, f"the source does not compile: {d.spelling}{more}")
+    return tu
+
+
+def loc_of(cursor, filename: str) -> Loc:
+    l = cursor.location
+    return Loc(l.file.name if l.file else filename, l.line, l.column)

@@ -1,0 +1,268 @@
+"""Assemble the forward sweep (primal + recording) and the reverse sweep of a function
+from the per-statement adjoint code and the to-be-recorded analysis' answers.
+
+    block:  fwd = fwd(s1) .. fwd(sn); push saved locals
+            rev = pop saved locals; recompute locals; zero local adjoints; rev(sn) .. rev(s1)
+    v = e:  fwd = [push v]; v = e         rev = adjoint swap; [v = pop]; backprop(e)
+    if:     fwd = bool c = cond; if (c) .. else ..; push c      rev = if (pop) .. else ..
+    loop:   canonical `for (int i = lo; i < hi; ++i)` runs backwards as `for (i = hi; i-- > lo;)`;
+            any other loop counts its iterations and the reverse runs that many times.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import ir
+from ..analysis.tbr import Recording
+from ..errors import DiffError
+from .adjoint import ZERO, Names
+from .transform import ULONG, Reverse
+
+TAPE = ir.Var("_tape", ir.Type("torchclad::Tape"), 0)
+
+
+class Assembler:
+    def __init__(self, rv: Reverse, rec: Recording, split: bool):
+        self.rv = rv
+        self.rec = rec
+        self.split = split
+        self.names = Names({})
+        self.rev_cache: dict = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _adjoint_decls(self, decls) -> list:
+        out = []
+        for d in decls:
+            v = d.var
+            if not v.type.real or v.type.is_pointer or not self.rv.act.var_active(v):
+                continue
+            t = ir.Type(v.type.base, 0, False, v.type.dims, True)
+            name = self.rv.adj_names[v.uid]
+            if v.type.dims:
+                out.append(ir.Decl(ir.Var(name, t, 0), None, (ir.Const("{}", t),)))
+            else:
+                out.append(ir.Decl(ir.Var(name, t, 0), ir.Cast(ZERO, t.value(), "fn")))
+        return out
+
+    def _restore(self, s, p) -> list:
+        if not self.rec.must_record(p):
+            return []
+        if not isinstance(s, ir.Assign):
+            name = ir.call_name(self.rv.calls[p][0].fn) if p in self.rv.calls else "a call"
+            raise DiffError(getattr(s, "loc", None),
+                            f"'{name}' overwrites an array whose old values the derivative "
+                            "still needs; pass a copy of the array to the call")
+        inv = self.rv._inverse(s)
+        if inv is not None:
+            return [inv]
+        return [ir.Assign("=", s.target, ir.TapePop(s.target.type.value()), s.loc)]
+
+    def _record(self, s, p) -> list:
+        if not isinstance(s, ir.Assign) or not self.rec.must_record(p):
+            return []
+        if self.rv._inverse(s) is not None:
+            return []
+        return [ir.TapePush(s.target, s.loc)]
+
+    def _forward_call(self, e, p):
+        info = self.rv.calls.get(p)
+        if info is None or info[1] is None or info[1].custom:
+            return e
+        call, callee, _ = info
+        return ir.Call(callee.forw, call.args + (TAPE,), call.type, False)
+
+    # ------------------------------------------------------------------ forward
+    def fwd_block(self, b: ir.Block, path: tuple, top=False) -> list:
+        out = []
+        ret = None
+        for i, s in enumerate(b.stmts):
+            if top and isinstance(s, ir.Return):
+                ret = s
+                continue
+            out.extend(self.fwd_stmt(s, path + (i,)))
+        for d in self.rec.plan(path).saved:
+            if d.var.type.is_array:
+                out.append(ir.TapeArray(d.var, _count(d.var.type), False))
+            else:
+                out.append(ir.TapePush(d.var))
+        if ret is not None and self.split:
+            out.append(ir.Return(self._fwd_expr(ret.value, path + (len(b.stmts) - 1,))
+                                 if ret.value is not None else None, ret.loc))
+        return out
+
+    def _fwd_expr(self, e, p):
+        if isinstance(e, ir.Call):
+            return self._forward_call(e, p)
+        return e
+
+    def fwd_stmt(self, s, p) -> list:
+        if isinstance(s, ir.Decl):
+            init = self._fwd_expr(s.init, p) if s.init is not None else None
+            return [replace(s, init=init)]
+        if isinstance(s, ir.Assign):
+            return self._record(s, p) + [replace(s, value=self._fwd_expr(s.value, p))]
+        if isinstance(s, ir.ExprStmt):
+            return [replace(s, expr=self._fwd_expr(s.expr, p))]
+        if isinstance(s, ir.Return):
+            return []
+        if isinstance(s, ir.Block):
+            return [ir.Block(tuple(self.fwd_block(s, p)), s.loc)]
+        if isinstance(s, ir.If):
+            then = ir.Block(tuple(self.fwd_block(s.then, p + (0,))))
+            other = ir.Block(tuple(self.fwd_block(s.other, p + (1,))))
+            if not self._has_reverse(s, p):
+                return [ir.If(s.cond, then, other, s.loc)]
+            c = self.names.fresh("_t", ir.BOOL)
+            return [ir.Decl(c, s.cond, (), s.loc), ir.If(c, then, other, s.loc), ir.TapePush(c)]
+        if isinstance(s, ir.Loop):
+            return self.fwd_loop(s, p)
+        if isinstance(s, ir.Comment):
+            return [s]
+        raise DiffError(getattr(s, "loc", None), f"internal: forward of {type(s).__name__}")
+
+    def fwd_loop(self, s: ir.Loop, p) -> list:
+        body = self.fwd_block(s.body, p + (1,))
+        init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
+        inc = [x for k, st in enumerate(s.inc) for x in self.fwd_stmt(st, p + (2, k))]
+        saves = self._scope_saves(p)
+        needs_rev = self._loop_has_reverse(s, p)
+        simple_inc = all(isinstance(x, ir.Assign) for x in inc)
+        canon = self.rv.canon.get(p)
+        if canon is not None or not needs_rev:
+            if simple_inc and not saves:
+                return [ir.Loop(tuple(init), s.cond, tuple(inc), ir.Block(tuple(body)), s.loc,
+                                s.pragma)]
+            loop = ir.Loop((), s.cond, () if not simple_inc else tuple(inc),
+                           ir.Block(tuple(body + ([] if simple_inc else inc))), s.loc)
+            return [ir.Block(tuple(init + [loop] + saves))]
+        if s.pragma:
+            raise DiffError(s.loc, "'#pragma omp parallel for' needs a canonical loop "
+                                   "(for (int i = a; i < b; i++) with i, a, b unchanged in "
+                                   "the body)")
+        cnt = self.names.fresh("_t", ULONG)
+        bump = ir.Assign("+=", cnt, ir.Const("1", ir.INT))
+        if simple_inc:
+            loop = ir.Loop((), s.cond, tuple(inc), ir.Block(tuple([bump] + body)), s.loc)
+        else:
+            loop = ir.Loop((), s.cond, (), ir.Block(tuple([bump] + body + inc)), s.loc)
+        out = init + [ir.Decl(cnt, ir.Const("0", ULONG)), loop, ir.TapePush(cnt)] + saves
+        return [ir.Block(tuple(out), s.loc)]
+
+    def _scope_saves(self, path) -> list:
+        out = []
+        for d in self.rec.plan(path).saved:
+            if d.var.type.is_array:
+                out.append(ir.TapeArray(d.var, _count(d.var.type), False))
+            else:
+                out.append(ir.TapePush(d.var))
+        return out
+
+    # ------------------------------------------------------------------ reverse
+    def _scope_restores(self, path, decls) -> list:
+        plan = self.rec.plan(path)
+        out = []
+        for d in reversed(plan.saved):
+            v = d.var
+            if v.uid in self.rv.facts.params:
+                out.append(ir.Assign("=", v, ir.TapePop(v.type.value())))
+            elif v.type.is_array:
+                out.append(ir.Decl(replace(v, type=replace(v.type, const=False))))
+                out.append(ir.TapeArray(v, _count(v.type), True))
+            else:
+                out.append(ir.Decl(v, ir.TapePop(v.type.value())))
+        for d in plan.recomputed:
+            out.append(replace(d, loc=d.loc))
+        out.extend(self._adjoint_decls(decls))
+        return out
+
+    def rev_block(self, b: ir.Block, path: tuple, top=False) -> list:
+        key = (path, top)
+        if key in self.rev_cache:
+            return self.rev_cache[key]
+        body = []
+        for i in reversed(range(len(b.stmts))):
+            body.extend(self.rev_stmt(b.stmts[i], path + (i,)))
+        decls = [s for s in b.stmts if isinstance(s, ir.Decl)]
+        # pops must match the forward's pushes even when nothing else happens here
+        if body or top or self.rec.plan(path).saved:
+            out = self._scope_restores(path, decls) + body
+        else:
+            out = []
+        if top:
+            locals_ = sorted(self.rv.local_param_adj.values(), key=lambda lp: lp[1].uid)
+            out = [ir.Decl(l, ir.Cast(ZERO, l.type, "fn")) for l, _ in locals_] + out + \
+                [ir.Assign("+=", ir.Unary("*", ir.Var(self.rv.adj_names[p.uid],
+                                                      l.type.pointer_to(), 0), l.type), l)
+                 for l, p in locals_]
+        self.rev_cache[key] = out
+        return out
+
+    def _has_reverse(self, s, p) -> bool:
+        if isinstance(s, ir.If):
+            return bool(self.rev_block(s.then, p + (0,)) or self.rev_block(s.other, p + (1,)))
+        return bool(self.rev_stmt(s, p))
+
+    def _loop_has_reverse(self, s: ir.Loop, p) -> bool:
+        if self.rev_block(s.body, p + (1,)):
+            return True
+        return any(self._restore(st, p + (2, k)) or not self.rv.parts[p + (2, k)].empty
+                   for k, st in enumerate(s.inc))
+
+    def rev_stmt(self, s, p) -> list:
+        if isinstance(s, (ir.Decl, ir.Assign, ir.ExprStmt, ir.Return)):
+            parts = self.rv.parts[p]
+            return list(parts.pre) + self._restore(s, p) + list(parts.post)
+        if isinstance(s, ir.Block):
+            inner = self.rev_block(s, p)
+            return [ir.Block(tuple(inner))] if inner else []
+        if isinstance(s, ir.If):
+            then = self.rev_block(s.then, p + (0,))
+            other = self.rev_block(s.other, p + (1,))
+            if not then and not other:
+                return []
+            return [ir.If(ir.TapePop(ir.BOOL), ir.Block(tuple(then)), ir.Block(tuple(other)))]
+        if isinstance(s, ir.Loop):
+            return self.rev_loop(s, p)
+        return []
+
+    def rev_loop(self, s: ir.Loop, p) -> list:
+        if not self._loop_has_reverse(s, p):
+            return []
+        body = self.rev_block(s.body, p + (1,))
+        canon = self.rv.canon.get(p)
+        init_decls = [st for st in s.init if isinstance(st, ir.Decl)]
+        init_rev = [x for k in reversed(range(len(s.init)))
+                    for x in self.rev_stmt(s.init[k], p + (0, k))]
+        if canon is not None:
+            v = canon.var
+            if canon.up:
+                head = ir.Decl(v, canon.hi)
+                cond = ir.Raw("{0}-- > {1}", ir.BOOL, (v, canon.lo))
+                inc = ()
+            else:
+                head = ir.Decl(v, canon.hi)
+                cond = ir.Binary("<=", v, canon.lo, ir.BOOL)
+                inc = (ir.Assign("+=", v, ir.Const("1", ir.INT)),)
+            others = [d for d in init_decls if d.var.uid != v.uid]
+            pre = self._scope_restores(p, others)
+            loop = ir.Loop((head,), cond, inc, ir.Block(tuple(body)), s.loc,
+                           self._rev_pragma(s))
+            return pre + [loop] + init_rev if pre or init_rev else [loop]
+        pre = self._scope_restores(p, init_decls)
+        cnt = self.names.fresh("_t", ULONG)
+        inc_rev = [x for k in reversed(range(len(s.inc)))
+                   for x in self.rev_stmt(s.inc[k], p + (2, k))]
+        loop = ir.Loop((ir.Decl(cnt, ir.TapePop(ULONG)),), cnt,
+                       (ir.Assign("-=", cnt, ir.Const("1", ir.INT)),),
+                       ir.Block(tuple(inc_rev + body)), s.loc)
+        return [ir.Block(tuple(pre + [loop] + init_rev))]
+
+    def _rev_pragma(self, s: ir.Loop) -> str:
+        return ""
+
+
+def _count(t: ir.Type) -> str:
+    n = "1"
+    for d in t.dims:
+        n = d if n == "1" else f"{n} * {d}"
+    return n

@@ -1,0 +1,538 @@
+"""Statement-level reverse mode: split a normalized function into a forward sweep that
+records what the reverse needs and a reverse sweep that runs the adjoint statements in
+reverse order.
+
+Three steps, as the driver calls them:
+1. `collect`: one walk that builds each leaf statement's adjoint code (`Parts`) and the
+   facts the to-be-recorded analysis needs (uses, writes, declarations, loops).
+2. the analysis (analysis/tbr.py) decides what to record and what to recompute.
+3. `forward` / `reverse`: assemble the two sweeps with the analysis' answers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import ir
+from ..analysis.tbr import Facts, Recording
+from ..errors import DiffError
+from .adjoint import ZERO, AdjointRules, Names, neg
+
+ULONG = ir.Type("unsigned long")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Adjoint code of one statement: pre runs before the restore of the overwritten value,
+    post after it."""
+    pre: tuple = ()
+    post: tuple = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.pre and not self.post
+
+
+@dataclass(frozen=True)
+class Callee:
+    forw: str            # name of the callee's augmented forward
+    sweep: str           # name of its reverse sweep
+    custom: str = ""     # clad::custom_derivatives pullback name, if one is used
+    custom_all_params: bool = True
+
+
+@dataclass(frozen=True)
+class CanonLoop:
+    var: ir.Var
+    lo: ir.Expr
+    hi: ir.Expr          # exclusive upper bound for up loops, inclusive lower for down loops
+    up: bool
+
+
+class Reverse:
+    def __init__(self, module: ir.Module, fn: ir.Function, activity, adj_names: dict,
+                 request_callee, options):
+        self.module = module
+        self.fn = fn
+        self.act = activity
+        self.al = activity.aliases
+        self.adj_names = adj_names
+        self.request_callee = request_callee
+        self.options = options
+        self.snip_names = Names({})
+        self.rules = AdjointRules(fn, activity, adj_names, self.snip_names, module.customs,
+                                  options)
+        self.parts: dict = {}          # path -> Parts
+        self.calls: dict = {}          # path -> (Call, Callee | None, mask)
+        self.canon: dict = {}          # loop path -> CanonLoop
+        self.facts = Facts()
+        self.seed = ir.Var("_d_y", ir.Type(fn.ret.base, 0, False, (), True), 0)
+        # an active scalar parameter that the body overwrites gets a local adjoint, added to
+        # the caller's *_d_x at the end, so the caller's buffer still only accumulates
+        assigned = {s.target.uid for s in ir.walk_stmts(fn.body)
+                    if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var)}
+        self.local_param_adj = {}
+        for p in fn.params:
+            if p.uid in assigned and p.type.is_real_scalar and activity.var_active(p):
+                self.local_param_adj[p.uid] = (
+                    ir.Var("_dl_" + p.name, ir.Type(p.type.base, 0, False, (), True), 0), p)
+        self.rules.local_param_adj = self.local_param_adj
+
+    # ================================================================== 1. collect
+    def collect(self) -> Facts:
+        f = self.facts
+        for p in self.fn.params:
+            f.params.add(p.uid)
+            if not p.type.is_pointer:     # a scalar parameter is a local of the top scope
+                f.decls.append(((-1,), (), ir.Decl(p)))
+            f.scope_of[("var", p.uid)] = ()
+            if p.type.is_memory:
+                f.scope_of[("mem", p.uid)] = ()
+        for st in ir.walk_stmts(self.fn.body):
+            for e in ir.stmt_exprs(st):
+                for x in ir.walk_expr(e):
+                    if isinstance(x, ir.Unary) and x.op == "&":
+                        r = ir.root_var(x.operand)
+                        if r is not None and not r.type.is_memory:
+                            f.address_taken.add(("var", r.uid))
+        mem_written: set = set()
+        self._collect_block(self.fn.body, (), mem_written)
+        for v in self.al.vars.values():
+            if v.type.is_memory:
+                k = ("mem", v.uid)
+                if k not in mem_written:
+                    f.readonly_mem.add(k)
+        return f
+
+    def _collect_block(self, b: ir.Block, path: tuple, mem_written: set):
+        f = self.facts
+        f.scopes[path] = path + (len(b.stmts),)
+        for i, s in enumerate(b.stmts):
+            self._collect_stmt(s, path + (i,), path, mem_written)
+
+    def _declare(self, d: ir.Decl, path: tuple, scope: tuple):
+        f = self.facts
+        f.decls.append((path, scope, d))
+        f.scope_of[("var", d.var.uid)] = scope
+        if d.var.type.is_array:
+            f.scope_of[("mem", d.var.uid)] = scope
+
+    def _collect_stmt(self, s, p: tuple, scope: tuple, mem_written: set):
+        f = self.facts
+        if isinstance(s, ir.Decl):
+            self._declare(s, p, scope)
+            self._leaf(s, p, mem_written)
+        elif isinstance(s, (ir.Assign, ir.ExprStmt, ir.Return)):
+            self._leaf(s, p, mem_written)
+        elif isinstance(s, ir.Block):
+            self._collect_block(s, p, mem_written)
+        elif isinstance(s, ir.If):
+            self._collect_block(s.then, p + (0,), mem_written)
+            self._collect_block(s.other, p + (1,), mem_written)
+        elif isinstance(s, ir.Loop):
+            f.loops.append(p)
+            f.scopes[p] = p + (3,)
+            c = self._canonical(s)
+            for k, st in enumerate(s.init):
+                if c is not None:
+                    # the reverse loop header provides the counter: no save, no restore
+                    f.scope_of[("var", c.var.uid)] = p
+                    self.parts[p + (0, k)] = Parts()
+                    continue
+                if isinstance(st, ir.Decl):
+                    self._declare(st, p + (0, k), p)
+                self._leaf(st, p + (0, k), mem_written)
+            self._collect_block(s.body, p + (1,), mem_written)
+            for k, st in enumerate(s.inc):
+                if c is not None:
+                    self.parts[p + (2, k)] = Parts()
+                    continue
+                self._leaf(st, p + (2, k), mem_written)
+            if c is not None:
+                self.canon[p] = c
+                for e in (c.lo, c.hi):
+                    for k in self._reads(e):
+                        f.uses.append((p + (3,), k))
+        elif isinstance(s, (ir.Comment,)):
+            pass
+        else:
+            raise DiffError(getattr(s, "loc", None), f"internal: unexpected {type(s).__name__}")
+
+    def _leaf(self, s, p: tuple, mem_written: set):
+        f = self.facts
+        parts = self._parts(s, p)
+        self.parts[p] = parts
+        for st in parts.pre + parts.post:
+            for k in self._stmt_reads(st):
+                f.uses.append((p, k))
+        if isinstance(s, ir.Assign):
+            t = s.target
+            if isinstance(t, ir.Var):
+                key = ("var", t.uid)
+                restore = set()
+                inv = self._inverse(s)
+                if inv is not None:
+                    restore = self._reads(inv.value)
+                f.writes.append((p, key, frozenset(restore)))
+                f.assigned.setdefault(key, []).append(p)
+            else:
+                r = self.al.root_of(t)
+                if r is None:
+                    raise DiffError(s.loc, "cannot tell which array this assignment writes")
+                key = self.al.mem_key(r)
+                if key[0] == "var":
+                    f.assigned.setdefault(key, []).append(p)
+                else:
+                    mem_written.add(key)
+                restore = {("var", v) for v in ir.vars_in(t) if v > 0}
+                f.writes.append((p, key, frozenset(restore)))
+        call = self._user_call(s)
+        if call is not None:
+            info = self.calls.get(p)
+            written = self._callee_writes(call)
+            for i in written:
+                r = self.al.root_of(call.args[i])
+                if r is not None:
+                    key = self.al.mem_key(r)
+                    mem_written.add(key)
+                    if key[0] == "var":
+                        f.assigned.setdefault(key, []).append(p)
+                    f.writes.append((p, key, frozenset({("call",)})))
+
+    # ------------------------------------------------------------------ reads
+    def _reads(self, e) -> set:
+        """Object keys generated code reads: primal variables (any type) and primal
+        memory (through p[i] or *p)."""
+        out = set()
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Var) and x.uid > 0:
+                out.add(("var", x.uid))
+            elif isinstance(x, ir.Index) or (isinstance(x, ir.Unary) and x.op == "*"):
+                base = x.base if isinstance(x, ir.Index) else x.operand
+                r = ir.root_var(base)
+                if r is not None and r.uid > 0:
+                    out.add(self.al.mem_key(self.al.roots.get(r.uid, r)))
+            elif isinstance(x, ir.Call) and x.user:
+                callee = self.module.functions.get(ir.call_name(x.fn))
+                read = memory_params(callee)[0] if callee is not None else \
+                    set(range(len(x.args)))
+                for i, a in enumerate(x.args):
+                    if a.type.is_memory and i in read:
+                        r = self.al.root_of(a)
+                        if r is not None and r.uid > 0:
+                            out.add(self.al.mem_key(r))
+        # &y needs y to exist in the reverse, not its value: ('addr', uid)
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Unary) and x.op == "&" and isinstance(x.operand, ir.Var) \
+                    and x.operand.uid > 0:
+                out.discard(("var", x.operand.uid))
+                out.add(("addr", x.operand.uid))
+        return out
+
+    def _stmt_reads(self, st) -> set:
+        out = set()
+        for x in ir.walk_stmts(st):
+            for e in ir.stmt_exprs(x):
+                out |= self._reads(e)
+            if isinstance(x, ir.Assign):
+                # writing an adjoint element reads only its address; a primal target read
+                # happens only in restores, which the analysis adds itself
+                pass
+        return out
+
+    # ------------------------------------------------------------------ adjoint code
+    def _user_call(self, s):
+        e = None
+        if isinstance(s, ir.Decl):
+            e = s.init
+        elif isinstance(s, ir.Assign):
+            e = s.value
+        elif isinstance(s, ir.ExprStmt):
+            e = s.expr
+        if isinstance(e, ir.Call) and (e.user or self._custom_name(e)):
+            return e
+        return None
+
+    def _custom_name(self, call) -> str:
+        name = ir.call_name(call.fn).split("::")[-1] + "_pullback"
+        return name if name in self.module.customs else ""
+
+    def _callee_writes(self, call) -> set:
+        callee = self.module.functions.get(ir.call_name(call.fn))
+        if callee is None:
+            return {i for i, a in enumerate(call.args) if a.type.is_pointer and
+                    not a.type.const and a.type.real}
+        return written_params(callee)
+
+    def _parts(self, s, p) -> Parts:
+        R = self.rules
+        self.rules.loc = getattr(s, "loc", self.fn.loc)
+        call = self._user_call(s)
+        if call is not None:
+            return self._call_parts(s, p, call)
+        if isinstance(s, ir.Decl):
+            if not s.var.type.real or s.var.type.is_pointer:
+                return Parts()
+            if not self.act.var_active(s.var):
+                return Parts()
+            post: list = []
+            if s.var.type.is_array:
+                adj = R.adj_root(s.var)[0]
+                for k, e in enumerate(s.init_list):
+                    R.backprop(e, ir.Index(adj, ir.Const(str(k), ir.INT), e.type), post)
+            elif s.init is not None:
+                result = s.var if isinstance(s.init, ir.Call) else None
+                R.backprop(s.init, R.adj_var(s.var), post, result)
+                return Parts((), self._guard(R.adj_var(s.var), post))
+            return Parts((), tuple(post))
+        if isinstance(s, ir.Assign):
+            t = s.target
+            if not R.target_active(t):
+                return Parts()
+            adj = R.adj_lvalue(t)
+            tk = ("var", t.uid) if isinstance(t, ir.Var) else \
+                self.al.mem_key(self.al.root_of(t))
+            if s.op == "=":
+                snap = self.snip_names.fresh("_r_d", adj.type)
+                pre = (ir.Decl(snap, adj), ir.Assign("=", adj, ZERO))
+                post: list = []
+                R.backprop(s.value, snap, post)
+                return Parts(pre, self._guard(snap, post))
+            if s.op in ("+=", "-="):
+                from ..analysis.activity import reads_of
+                d = adj
+                pre: tuple = ()
+                if tk in reads_of(s.value, self.al):
+                    snap = self.snip_names.fresh("_r_d", adj.type)
+                    pre = (ir.Decl(snap, adj),)
+                    d = snap
+                post = []
+                R.backprop(s.value, d if s.op == "+=" else neg(d), post)
+                return Parts(pre, tuple(post))
+            raise DiffError(s.loc, f"operator {s.op} on a floating value is not supported")
+        if isinstance(s, ir.Return):
+            if s.value is None or self.fn.ret.base == "void":
+                return Parts()
+            post = []
+            R.backprop(s.value, self.seed, post)
+            return Parts((), tuple(post))
+        if isinstance(s, ir.ExprStmt):
+            return Parts()
+        return Parts()
+
+    def _guard(self, snap, post) -> tuple:
+        """With analyses off, skip propagating a zero adjoint (so that inactive code with an
+        infinite partial, e.g. an unused acos(-2), cannot turn 0 into NaN)."""
+        if self.options.analyses or not post:
+            return tuple(post)
+        return (ir.If(ir.Binary("!=", snap, ZERO, ir.BOOL), ir.Block(tuple(post))),)
+
+    def _call_parts(self, s, p, call) -> Parts:
+        R = self.rules
+        name = ir.call_name(call.fn)
+        callee_fn = self.module.functions.get(name)
+        custom = self._custom_name(call)
+        if callee_fn is None and not custom:
+            raise DiffError(s.loc, f"no definition or custom derivative for '{name}'")
+        n = len(call.args)
+        mask = []
+        for i, a in enumerate(call.args):
+            if a.type.is_memory:
+                r = self.al.root_of(a)
+                act = a.type.real and r is not None and self.act.is_active(self.al.mem_key(r))
+            else:
+                act = self.act.expr_active(a)
+            if act:
+                mask.append(i)
+        target = s.var if isinstance(s, ir.Decl) else (s.target if isinstance(s, ir.Assign)
+                                                        else None)
+        tgt_active = target is not None and R.target_active(target)
+        if not mask and not tgt_active:
+            self.calls[p] = (call, None, ())
+            return Parts()
+        info = self.request_callee(name, tuple(mask), s.loc, bool(custom))
+        self.calls[p] = (call, info, tuple(mask))
+        pre: list = []
+        post: list = []
+        ret_real = call.type.real and not call.type.is_pointer
+        d = ir.Const("0", call.type) if ret_real else None
+        if tgt_active:
+            adj = R.adj_lvalue(target) if not isinstance(s, ir.Decl) else R.adj_var(s.var)
+            snap = self.snip_names.fresh("_r_d", adj.type)
+            pre = [ir.Decl(snap, adj), ir.Assign("=", adj, ZERO)]
+            d = snap
+        scalars = {}
+        adj_args = []
+        params = callee_fn.params if callee_fn is not None else \
+            self.module.customs[custom].params[:n]
+        for i, a in enumerate(call.args):
+            pt = params[i].type if i < len(params) else a.type
+            real_param = pt.real
+            if i in mask:
+                if a.type.is_memory:
+                    adj_args.append(R.adj_ptr(a))
+                else:
+                    base = pt.base
+                    if callee_fn is not None and base in callee_fn.template:
+                        base = a.type.base if a.type.real else "double"
+                    tmp = self.snip_names.fresh("_r", ir.Type(base, 0, False, (), True))
+                    post.append(ir.Decl(tmp, ir.Cast(ZERO, tmp.type, "fn")))
+                    scalars[i] = tmp
+                    adj_args.append(ir.Unary("&", tmp, tmp.type.pointer_to()))
+            elif info.custom and (info.custom_all_params or real_param):
+                adj_args.append(ir.Const("nullptr", ir.Type("void", 1)))
+        if info.custom:
+            args = call.args + ((d,) if ret_real else ()) + tuple(adj_args)
+            fn_text = "clad::custom_derivatives::" + info.custom
+        else:
+            args = call.args + ((d,) if ret_real else ()) + tuple(adj_args) + \
+                (ir.Var("_tape", ir.Type("torchclad::Tape"), 0),)
+            fn_text = info.sweep
+        post.append(ir.ExprStmt(ir.Call(fn_text, tuple(args), ir.VOID, False)))
+        for i, tmp in scalars.items():
+            R.backprop(call.args[i], tmp, post)
+        return Parts(tuple(pre), tuple(post))
+
+    # ------------------------------------------------------------------ loops
+    def _canonical(self, s: ir.Loop) -> "CanonLoop | None":
+        """for (int i = lo; i < hi; i += 1) with i, lo, hi unchanged by the body."""
+        if len(s.init) != 1 or len(s.inc) != 1 or s.cond is None or s.pragma.startswith("x"):
+            return None
+        d, inc, c = s.init[0], s.inc[0], s.cond
+        if not isinstance(d, ir.Decl) or d.var.type.real or d.var.type.is_memory or \
+                d.init is None:
+            return None
+        v = d.var
+        if not (isinstance(inc, ir.Assign) and isinstance(inc.target, ir.Var) and
+                inc.target.uid == v.uid and inc.op in ("+=", "-=") and
+                isinstance(inc.value, ir.Const) and inc.value.text == "1"):
+            return None
+        if not (isinstance(c, ir.Binary) and isinstance(c.lhs, ir.Var) and c.lhs.uid == v.uid):
+            return None
+        up = inc.op == "+="
+        if up and c.op not in ("<", "<="):
+            return None
+        if not up and c.op not in (">", ">="):
+            return None
+        hi = c.rhs
+        if c.op == "<=":
+            hi = ir.Binary("+", hi, ir.Const("1", ir.INT), hi.type)
+        if c.op == ">":
+            hi = ir.Binary("+", hi, ir.Const("1", ir.INT), hi.type)
+        body_writes_vars = set()
+        body_writes_mem = set()
+        for st in ir.walk_stmts(s.body):
+            if isinstance(st, ir.Assign):
+                if isinstance(st.target, ir.Var):
+                    body_writes_vars.add(st.target.uid)
+                else:
+                    r = self.al.root_of(st.target)
+                    if r is not None:
+                        body_writes_mem.add(r.uid)
+                        body_writes_vars.add(r.uid)
+            call = self._user_call(st) if isinstance(st, (ir.Assign, ir.Decl, ir.ExprStmt)) \
+                else None
+            if call is not None:
+                for i in self._callee_writes(call):
+                    r = self.al.root_of(call.args[i])
+                    if r is not None:
+                        body_writes_mem.add(r.uid)
+                        body_writes_vars.add(r.uid)
+        for e in (d.init, c.rhs):
+            for x in ir.walk_expr(e):
+                if isinstance(x, ir.Var) and x.uid in body_writes_vars:
+                    return None
+                if isinstance(x, (ir.Index, ir.Unary)) and not isinstance(x, ir.Var):
+                    r = ir.root_var(x)
+                    if r is not None and self.al.roots.get(r.uid, r).uid in body_writes_mem:
+                        return None
+                if isinstance(x, ir.Call):
+                    return None
+        if v.uid in body_writes_vars:
+            return None
+        if ("var", v.uid) in self.facts.address_taken:
+            return None
+        return CanonLoop(v, d.init, hi, up)
+
+    def _inverse(self, s: ir.Assign):
+        """`i += c` / `i -= c` on an integer with c constant: restored by the inverse op."""
+        if s.op in ("+=", "-=") and isinstance(s.target, ir.Var) and \
+                not s.target.type.real and not s.target.type.is_memory and \
+                isinstance(s.value, ir.Const):
+            return ir.Assign("-=" if s.op == "+=" else "+=", s.target, s.value, s.loc)
+        return None
+
+
+def memory_params(fn: ir.Function) -> tuple:
+    """(read, written): indices of pointer params whose memory the function reads / writes
+    (directly, through pointer locals, or by passing them on to a callee)."""
+    idx = {p.uid: i for i, p in enumerate(fn.params) if p.type.is_pointer}
+    roots = {}
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Decl) and s.var.type.is_pointer and s.init is not None:
+            r = ir.root_var(s.init)
+            if r is not None:
+                roots[s.var.uid] = roots.get(r.uid, r.uid)
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and \
+                s.target.type.is_pointer:
+            r = ir.root_var(s.value)
+            if r is not None:
+                roots[s.target.uid] = roots.get(r.uid, r.uid)
+
+    def param_of(e):
+        r = ir.root_var(e)
+        return None if r is None else idx.get(roots.get(r.uid, r.uid))
+
+    read, written = set(), set()
+    for s in ir.walk_stmts(fn.body):
+        exprs = list(ir.stmt_exprs(s))
+        if isinstance(s, ir.Assign) and not isinstance(s.target, ir.Var):
+            i = param_of(s.target)
+            if i is not None:
+                written.add(i)
+                if s.op != "=":
+                    read.add(i)
+            exprs = [s.value] + list(ir.children(s.target))
+        for e in exprs:
+            for x in ir.walk_expr(e):
+                if isinstance(x, ir.Index) or (isinstance(x, ir.Unary) and x.op == "*"):
+                    i = param_of(x.base if isinstance(x, ir.Index) else x.operand)
+                    if i is not None:
+                        read.add(i)
+                if isinstance(x, ir.Call) and x.user:
+                    for a in x.args:
+                        i = param_of(a) if a.type.is_pointer else None
+                        if i is not None:
+                            read.add(i)
+                            if not a.type.const:
+                                written.add(i)
+    return read, written
+
+
+def written_params(fn: ir.Function) -> set:
+    """Indices of pointer params a function writes through (directly or via its callees is
+    not tracked: a callee's writes count at its own call sites)."""
+    roots = {}
+    idx = {p.uid: i for i, p in enumerate(fn.params)}
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Decl) and s.var.type.is_pointer and s.init is not None:
+            r = ir.root_var(s.init)
+            if r is not None:
+                roots[s.var.uid] = roots.get(r.uid, r.uid)
+    out = set()
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Assign) and not isinstance(s.target, ir.Var):
+            r = ir.root_var(s.target)
+            if r is not None:
+                u = roots.get(r.uid, r.uid)
+                if u in idx:
+                    out.add(idx[u])
+        if isinstance(s, (ir.ExprStmt, ir.Assign, ir.Decl)):
+            for e in ir.stmt_exprs(s):
+                for x in ir.walk_expr(e):
+                    if isinstance(x, ir.Call) and x.user:
+                        for a in x.args:
+                            if a.type.is_pointer and not a.type.const:
+                                r = ir.root_var(a)
+                                if r is not None and roots.get(r.uid, r.uid) in idx:
+                                    out.add(idx[roots.get(r.uid, r.uid)])
+    return {i for i in out if fn.params[i].type.is_pointer}

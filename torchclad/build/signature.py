@@ -1,0 +1,91 @@
+"""Signatures of the built-in kernels, recorded in ``torchclad._C`` at build time.
+
+``torchclad._C.__torchclad_signatures__`` maps each kernel name to a :class:`Signature` with the
+Derivative fields the bridge needs (``name``, ``params``, ``return_type``, ``wrt``, ``adjoints``,
+``template_params``), so that using a built-in kernel does not run the engine again. The
+extension stores them as JSON and calls :func:`loads` when it is imported.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+__all__ = ["Param", "Signature", "dumps", "loads"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """Same fields and ``c_type`` as ``torchclad.ad.ParamInfo``."""
+
+    name: str
+    base: str
+    pointer: int
+    const: bool
+    differentiable: bool
+    template: tuple = ()
+
+    def c_type(self, scalar: str | None = None) -> str:
+        base = scalar if (scalar is not None and self.base in self.template) else self.base
+        return ("const " if self.const else "") + base + "*" * self.pointer
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    params: tuple
+    return_type: Param
+    wrt: tuple
+    adjoints: tuple
+    template_params: tuple
+    unit: str = ""  # torchclad/_generated/<unit>.cpp holds the generated code
+
+
+def _param(p: Any, template: tuple) -> dict:
+    return {
+        "name": p.name,
+        "base": p.base,
+        "pointer": int(p.pointer),
+        "const": bool(p.const),
+        "differentiable": bool(p.differentiable),
+        "template": list(getattr(p, "template", template)),
+    }
+
+
+def dumps(units: Iterable[tuple[str, Iterable[Any]]]) -> str:
+    """JSON of the signatures of ``(unit, derivatives)`` pairs."""
+    out = {}
+    for unit, derivs in units:
+        for d in derivs:
+            t = tuple(d.template_params)
+            out[d.name] = {
+                "name": d.name,
+                "params": [_param(p, t) for p in d.params],
+                "return_type": _param(d.return_type, t),
+                "wrt": list(d.wrt),
+                "adjoints": list(getattr(d, "adjoints", None) or d.wrt),
+                "template_params": list(t),
+                "unit": unit,
+            }
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+def _load_param(p: dict) -> Param:
+    return Param(**{**p, "template": tuple(p["template"])})
+
+
+def loads(text: str) -> dict[str, Signature]:
+    data = json.loads(text)
+    return {
+        name: Signature(
+            name=s["name"],
+            params=tuple(_load_param(p) for p in s["params"]),
+            return_type=_load_param(s["return_type"]),
+            wrt=tuple(s["wrt"]),
+            adjoints=tuple(s["adjoints"]),
+            template_params=tuple(s["template_params"]),
+            unit=s.get("unit", ""),
+        )
+        for name, s in data.items()
+    }

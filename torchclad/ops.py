@@ -1,0 +1,456 @@
+"""``torchclad.function``: a C++ kernel as a differentiable ``torch.library`` custom op.
+
+::
+
+    gelu = torchclad.function(src, "gelu_forward", inputs=["inp"],
+                              outputs={"out": lambda inp: inp.shape},
+                              sizes={"N": lambda inp: inp.numel()})
+    y = gelu(x)                 # torch.ops.torchclad.gelu_forward_<hash>(x)
+
+How the op is put together (split mode, DESIGN.md):
+
+- ``torchclad::<op>(inputs...) -> outputs`` runs ``f_reverse_forw``, which records what the
+  reverse sweep needs on a fresh ``Tape``. The tape, together with the exact buffers the forward
+  ran on, is kept in a :class:`_Record` attached to the storage of the op's first output. It
+  therefore lives exactly as long as that output: nothing leaks when backward never runs, and no
+  registry or extra output is needed (so ``opcheck`` and ``torch.compile`` see a plain op).
+- The autograd formula saves inputs and outputs and calls ``torchclad::<op>_backward(inputs...,
+  outputs..., grads...) -> input grads``, itself a custom op (so a compiled backward traces it).
+  Its implementation finds the record through the saved output, seeds the output adjoints with
+  copies of the incoming grads (adjoints accumulate) and runs ``f_reverse_sweep`` only. A record
+  is consumed by one sweep. A second backward through the same graph (``retain_graph=True``,
+  ``gradcheck``), or an output whose record is gone, recomputes the record from the saved inputs
+  by running ``f_reverse_forw`` again: the gradient never depends on the record's bookkeeping.
+- With grad mode on inside the op (the dispatcher's no-autograd path) or under
+  ``torch.inference_mode()``, the plain forward ``f`` runs and nothing is recorded.
+- Double backward raises: the backward op's own autograd formula refuses it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import keyword
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
+
+from torchclad._kernel import BASE_DTYPE, SCALAR_OF_DTYPE, Kernel
+
+__all__ = ["function", "KernelOp", "kernel_op", "make_op"]
+
+_NAMESPACE = "torchclad"
+_RECORD_ATTR = "_torchclad_record"
+_ops_lock = threading.Lock()
+_ops: dict[str, "KernelOp"] = {}
+
+
+def function(
+    source: str,
+    name: str,
+    *,
+    inputs: Sequence[str],
+    outputs: Mapping[str, Callable[..., Any]],
+    sizes: Mapping[str, Callable[..., Any]] | None = None,
+):
+    """Differentiate ``name`` in the C++ ``source``, compile it and wrap it as a custom op.
+
+    - ``inputs``: pointer parameters read from tensors, in the op's argument order.
+    - ``outputs``: ``{param: shape_fn}`` for the pointer parameters the kernel writes; the op
+      returns them in this order (one tensor, or a tuple). A parameter that is also in
+      ``inputs`` is updated in place on a copy of the input. A non-void kernel's floating
+      return value is returned last, as a 0-dim tensor.
+    - ``sizes``: ``{param: fn}`` for the scalar parameters (``int N``, also a constant float).
+
+    Every function receives the input tensors positionally. Templates give float32 and
+    float64 from one source; CPU tensors only; non-contiguous inputs are accepted.
+    Returns the ``torch.library`` custom op (a ``CustomOpDef``; call it like a function).
+    """
+    from torchclad import ad, build
+
+    if isinstance(inputs, str):  # "a, b" like Clad's argument strings
+        inputs = [n.strip() for n in inputs.split(",") if n.strip()]
+    if not isinstance(outputs, Mapping) or (sizes is not None and not isinstance(sizes, Mapping)):
+        raise TypeError("outputs and sizes must be dicts {param: fn}, e.g. "
+                        "outputs={'out': lambda x: x.shape}, sizes={'N': lambda x: x.numel()}")
+    sizes = dict(sizes or {})
+    deriv = ad.differentiate(source, name, None)
+    spec_text = repr((source, name, tuple(inputs), tuple(outputs), tuple(sizes)))
+    digest = hashlib.sha256(spec_text.encode()).hexdigest()[:10]
+    kernel = Kernel(deriv, build.load(deriv))
+    return make_op(kernel, f"{_ident(name)}_{digest}", inputs=inputs, outputs=outputs, sizes=sizes).op
+
+
+def make_op(
+    kernel: Kernel,
+    opname: str,
+    *,
+    inputs: Sequence[str],
+    outputs: Mapping[str, Callable[..., Any]],
+    sizes: Mapping[str, Callable[..., Any]] | None = None,
+) -> "KernelOp":
+    """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before."""
+    with _ops_lock:
+        base, n = opname, 1
+        while opname in _ops:
+            old = _ops[opname]
+            if old.same_spec(kernel, inputs, outputs, sizes or {}):
+                return old
+            n += 1
+            opname = f"{base}_{n}"
+        op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {})
+        _ops[opname] = op
+        return op
+
+
+def kernel_op(op: Any) -> "KernelOp":
+    """The :class:`KernelOp` behind a custom op made here (``CustomOpDef`` or its name)."""
+    name = op if isinstance(op, str) else getattr(op, "_name", None)
+    if isinstance(name, str) and name.startswith(f"{_NAMESPACE}::"):
+        name = name.split("::", 1)[1]
+    try:
+        return _ops[name]
+    except KeyError:
+        raise KeyError(f"{op!r} is not an op made by torchclad.function") from None
+
+
+def _ident(s: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in s)
+    return out if out and not out[0].isdigit() else "k_" + out
+
+
+def _arg_name(s: str) -> str:
+    return s + "_" if keyword.iskeyword(s) or s in ("self", "out") else s
+
+
+class _Record:
+    """What one forward left for its reverse sweep: the tape and the buffers it ran on."""
+
+    __slots__ = ("tape", "args", "bufs", "scalar", "__weakref__")
+
+    def __init__(self, tape: Any, args: list, bufs: dict, scalar: str):
+        self.tape, self.args, self.bufs, self.scalar = tape, args, bufs, scalar
+
+
+class KernelOp:
+    """A kernel bound as ``torchclad::<opname>`` (forward) + ``<opname>_backward``."""
+
+    def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes):
+        self.k = k = kernel
+        self.opname = opname
+        self.inputs = tuple(inputs)
+        self.outputs = dict(outputs)
+        self.sizes = dict(sizes)
+        self._check_spec()
+        self.out_names = tuple(self.outputs)
+        self.has_ret = k.ret is not None
+        self.n_out = len(self.out_names) + self.has_ret
+        # Differentiable inputs (floating, with an adjoint) and outputs (floating), by position.
+        self.diff_in = [i for i, n in enumerate(self.inputs)
+                        if k.is_float(k.by_name[n]) and n in k.adjoints]
+        self.diff_out = [i for i, n in enumerate(self.out_names) if k.is_float(k.by_name[n])]
+        self.ret_diff = self.has_ret and k.is_float(k.ret)
+        # Precomputed for the per-call path.
+        self._first_template_input = next(
+            (i for i, n in enumerate(self.inputs) if k.by_name[n].base in k.template), None)
+        self._default_scalar = None if k.template else k.default_scalar()
+        self._expected_dtypes = {
+            s: tuple(k.dtype_of(k.by_name[n], s) for n in self.inputs)
+            for s in (k.scalars() if k.template else (self._default_scalar,))}
+        self._out_arg_index = tuple(k.params.index(k.by_name[n]) for n in self.out_names)
+        self._define()
+
+    def same_spec(self, kernel, inputs, outputs, sizes) -> bool:
+        return (kernel.sig == self.k.sig and tuple(inputs) == self.inputs
+                and dict(outputs) == self.outputs and dict(sizes) == self.sizes)
+
+    # ---- validation of the spec against the signature
+
+    def _check_spec(self) -> None:
+        k = self.k
+        sig = f"{k.name}({', '.join(p.name for p in k.params)})"
+        for group, names in (("inputs", self.inputs), ("outputs", tuple(self.outputs)),
+                             ("sizes", tuple(self.sizes))):
+            for n in names:
+                if n not in k.by_name:
+                    raise ValueError(f"{group}: {n!r} is not a parameter of {sig}")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ValueError(f"inputs: a parameter is listed twice in {list(self.inputs)}")
+        for n in self.inputs:
+            if not k.by_name[n].pointer:
+                raise ValueError(f"inputs: {n!r} of {sig} is a scalar; give scalars in sizes={{{n!r}: fn}}")
+        for n, fn in self.outputs.items():
+            p = k.by_name[n]
+            if not p.pointer or p.const:
+                what = "a scalar" if not p.pointer else "a const pointer (read-only)"
+                raise ValueError(f"outputs: {n!r} of {sig} is {what}; outputs are the arrays the kernel writes")
+            if not callable(fn):
+                raise TypeError(f"outputs[{n!r}] must be a function of the inputs returning a shape")
+        for n, fn in self.sizes.items():
+            if k.by_name[n].pointer:
+                raise ValueError(f"sizes: {n!r} of {sig} is a pointer; list arrays in inputs or outputs")
+            if not callable(fn):
+                raise TypeError(f"sizes[{n!r}] must be a function of the inputs")
+        for p in k.params:
+            if p.pointer and p.name not in self.inputs and p.name not in self.outputs:
+                raise ValueError(f"{sig}: pointer parameter {p.name!r} is in neither inputs nor outputs")
+            if not p.pointer and p.name not in self.sizes:
+                raise ValueError(
+                    f"{sig}: scalar parameter {p.name!r} has no value; add "
+                    f"sizes={{{p.name!r}: lambda *inputs: ...}}"
+                )
+        for n in self.outputs:
+            if k.is_float(k.by_name[n]) and n not in k.adjoints:
+                raise ValueError(
+                    f"{sig}: output {n!r} has no adjoint in the generated pullback "
+                    f"(adjoints: {list(k.adjoints)}); "
+                    "outputs must be differentiated to be seeded"
+                )
+        if not self.outputs and k.ret is None:
+            raise ValueError(f"{sig}: a void kernel needs at least one entry in outputs")
+
+    # ---- the forward
+
+    def _output_dtype(self, n: str, scalar: str) -> torch.dtype:
+        return self.k.dtype_of(self.k.by_name[n], scalar)
+
+    def _scalar(self, ins: Sequence[torch.Tensor]) -> str:
+        """The scalar type (float/double) of this call; checks every input's dtype and device."""
+        # Fast path for well-formed calls; anything odd goes to the checks that explain it.
+        try:
+            first = self._first_template_input
+            scalar = (SCALAR_OF_DTYPE.get(ins[first].dtype) if first is not None
+                      else self._default_scalar)
+            expect = self._expected_dtypes.get(scalar)
+            if expect is not None and all(t.dtype == d and t.device.type == "cpu"
+                                          for t, d in zip(ins, expect)):
+                return scalar
+        except AttributeError:
+            pass
+        return self._scalar_checked(ins)
+
+    def _scalar_checked(self, ins: Sequence[torch.Tensor]) -> str:
+        k = self.k
+        for n, t in zip(self.inputs, ins):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self.opname}: input '{n}' must be a tensor, got {type(t).__name__}")
+        scalar = k.pick_scalar(dict(zip(self.inputs, ins)), what="input")
+        for n, t in zip(self.inputs, ins):
+            k.check_tensor(k.by_name[n], t, scalar, what="input")
+        return scalar
+
+    def _shape(self, n: str, ins: Sequence[torch.Tensor]):
+        if n in self.inputs:
+            return ins[self.inputs.index(n)].shape
+        s = self.outputs[n](*ins)
+        return (s,) if isinstance(s, int) or isinstance(s, torch.SymInt) else tuple(s)
+
+    def _fake(self, *ins):
+        scalar = self._scalar(ins)
+        outs = [torch.empty(self._shape(n, ins), dtype=self._output_dtype(n, scalar))
+                for n in self.out_names]
+        if self.has_ret:
+            outs.append(torch.empty((), dtype=self.k.dtype_of(self.k.ret, scalar)))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run_forward(self, ins: Sequence[torch.Tensor], record: bool):
+        """Run the kernel; returns (outputs, _Record or None)."""
+        k = self.k
+        scalar = self._scalar(ins)
+        bufs: dict[str, torch.Tensor] = {}
+        for n, t in zip(self.inputs, ins):
+            t = t.detach()
+            if k.by_name[n].const and n not in self.outputs:
+                bufs[n] = t.contiguous()
+            else:  # the kernel may write it: work on a copy
+                bufs[n] = t.clone(memory_format=torch.contiguous_format)
+        for n in self.out_names:
+            if n not in bufs:
+                bufs[n] = torch.zeros(self._shape(n, ins), dtype=self._output_dtype(n, scalar))
+        args = []
+        for p in k.params:
+            if p.pointer:
+                args.append(bufs[p.name].data_ptr())
+            else:
+                v = self.sizes[p.name](*ins)
+                if isinstance(v, torch.Tensor):
+                    v = v.item()
+                args.append(self._scalar_arg(p, v))
+        rec = None
+        if record:
+            tape = k.new_tape()
+            ret = k.binding("reverse_forw", scalar)(*args, tape)
+            rec = _Record(tape, args, bufs, scalar)
+        else:
+            ret = k.binding("", scalar)(*args)
+        outs = [bufs[n] for n in self.out_names]
+        if self.has_ret:
+            outs.append(torch.tensor(ret, dtype=k.dtype_of(k.ret, scalar)))
+        return outs, rec
+
+    def _scalar_arg(self, p: Any, v: Any):
+        k = self.k
+        if k.is_float(p):
+            return float(v)
+        if p.base == "bool":
+            return bool(v)
+        v = int(v)
+        info = torch.iinfo(BASE_DTYPE[p.base])
+        lo, hi = info.min, info.max
+        if "unsigned" in p.base or "uint" in p.base or "size_t" in p.base:
+            lo, hi = 0, 2 * hi + 1
+        if not lo <= v <= hi:
+            raise ValueError(
+                f"{k.name}: sizes[{p.name!r}] = {v} does not fit the parameter's type {p.base} "
+                f"([{lo}, {hi}])"
+            )
+        return v
+
+    def _impl(self, *ins):
+        # Inside the autograd formula's forward grad mode is off; grad mode on here means the
+        # dispatcher took the no-autograd path, so nothing will ever need a tape.
+        record = not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        outs, rec = self._run_forward(ins, record)
+        if rec is not None:
+            # The record must not own the outputs: the output's storage owns the record, and a
+            # cycle through C++ would never be collected. Backward gets the outputs as arguments.
+            rec.bufs = {n: b for n, b in rec.bufs.items() if n not in self.outputs}
+            setattr(outs[0].untyped_storage(), _RECORD_ATTR, rec)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ---- the backward
+
+    def _backward_impl(self, *args):
+        k = self.k
+        n_in, n_out = len(self.inputs), self.n_out
+        ins, outs, grads = args[:n_in], args[n_in:n_in + n_out], args[n_in + n_out:]
+        storage = outs[0].untyped_storage()
+        rec = getattr(storage, _RECORD_ATTR, None)
+        if rec is not None:
+            delattr(storage, _RECORD_ATTR)  # one sweep consumes a tape
+            out_bufs = dict(zip(self.out_names, outs))
+            if any(rec.args[i] != b.data_ptr() for i, b in zip(self._out_arg_index, outs)):
+                rec = None  # not the buffers the forward wrote: recompute below
+        kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if rec is not None:
+            bufs = {**rec.bufs, **out_bufs}
+            # The sweep may restore overwritten memory, outputs included, and must run on the
+            # very buffers the forward used; those are the caller's tensors: keep their values.
+            kept = [(b, b.clone()) for b in out_bufs.values()]
+        else:
+            _, rec = self._run_forward(ins, record=True)
+            bufs = rec.bufs
+        scalar = rec.scalar
+        seeds: dict[str, torch.Tensor] = {}
+        for i, g in zip(self.diff_out, grads):
+            n = self.out_names[i]
+            seeds[n] = g.to(self._output_dtype(n, scalar)).clone(memory_format=torch.contiguous_format)
+        seed_ret = grads[-1].item() if self.ret_diff else None
+        adjoints: list[torch.Tensor] = []
+        for w in k.adjoints:
+            p = k.by_name[w]
+            if w in seeds:
+                adjoints.append(seeds[w])
+            elif p.pointer:
+                adjoints.append(torch.zeros_like(bufs[w]))
+            else:
+                adjoints.append(torch.zeros((), dtype=k.dtype_of(p, scalar)))
+        call = list(rec.args)
+        if self.has_ret:
+            call.append(seed_ret if seed_ret is not None else 0)
+        call += [a.data_ptr() for a in adjoints]
+        k.binding("reverse_sweep", scalar)(*call, rec.tape)
+        for buf, values in kept:
+            # A raw copy back: net unchanged, and the version counter (checked by autograd for
+            # saved tensors) is not bumped.
+            ctypes.memmove(buf.data_ptr(), values.data_ptr(), buf.numel() * buf.element_size())
+        by_w = dict(zip(k.adjoints, adjoints))
+        res = []
+        for i in self.diff_in:
+            n = self.inputs[i]
+            res.append(by_w[n])
+        return res[0] if len(res) == 1 else tuple(res)
+
+    def _backward_fake(self, *args):
+        ins = args[:len(self.inputs)]
+        res = [torch.empty_like(ins[i], memory_format=torch.contiguous_format) for i in self.diff_in]
+        return res[0] if len(res) == 1 else tuple(res)
+
+    # ---- registration
+
+    def _define(self) -> None:
+        in_names = [_arg_name(n) for n in self.inputs]
+        rets = ["Tensor"] * self.n_out
+        schema = f"({', '.join('Tensor ' + n for n in in_names)}) -> " + (
+            rets[0] if len(rets) == 1 else f"({', '.join(rets)})")
+        qual = f"{_NAMESPACE}::{self.opname}"
+        self.op = torch.library.custom_op(qual, mutates_args=(), schema=schema)(self._impl)
+        self.op.register_fake(self._fake)
+
+        if not self.diff_in:
+            return
+        n_g = len(self.diff_out) + self.ret_diff
+        bargs = ([f"Tensor i{j}" for j in range(len(self.inputs))]
+                 + [f"Tensor o{j}" for j in range(self.n_out)]
+                 + [f"Tensor g{j}" for j in range(n_g)])
+        brets = ["Tensor"] * len(self.diff_in)
+        bschema = f"({', '.join(bargs)}) -> " + (brets[0] if len(brets) == 1 else f"({', '.join(brets)})")
+        self.backward_op = torch.library.custom_op(
+            f"{qual}_backward", mutates_args=(), schema=bschema)(self._backward_impl)
+        self.backward_op.register_fake(self._backward_fake)
+        self.backward_op.register_autograd(_refuse_double_backward(self.opname),
+                                           setup_context=_no_context)
+        self.op.register_autograd(self._autograd_backward, setup_context=self._setup_context)
+
+    def _setup_context(self, ctx, inputs, output):
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.save_for_backward(*inputs, *outs)
+
+    def _autograd_backward(self, ctx, *grads):
+        saved = ctx.saved_tensors
+        n_in = len(self.inputs)
+        ins, outs = saved[:n_in], saved[n_in:]
+        gs = [grads[i] if grads[i] is not None else torch.zeros_like(outs[i]) for i in self.diff_out]
+        if self.ret_diff:
+            gs.append(grads[-1] if grads[-1] is not None else torch.zeros_like(outs[-1]))
+        if _plain_eager(saved, gs):
+            # Same code the backward op runs, without a second trip through the dispatcher.
+            res = self._backward_impl(*ins, *outs, *gs)
+        else:  # tracing (torch.compile, opcheck) or create_graph=True: a real op in the graph
+            res = self.backward_op(*ins, *outs, *gs)
+        res = res if isinstance(res, tuple) else (res,)
+        full: list[Any] = [None] * n_in
+        for i, g in zip(self.diff_in, res):
+            full[i] = g
+        return full[0] if n_in == 1 else tuple(full)
+
+    def __repr__(self) -> str:
+        return f"<torchclad op {_NAMESPACE}::{self.opname} ({self.k.name})>"
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plain_eager(*groups) -> bool:
+    """Eager autograd on ordinary tensors, with no graph to record (create_graph=False)."""
+    if torch.is_grad_enabled() or _current_dispatch_mode() is not None:
+        return False
+    if torch.compiler.is_compiling():
+        return False
+    return all(type(t) in _PLAIN for g in groups for t in g)
+
+
+def _no_context(ctx, inputs, output) -> None:
+    pass
+
+
+def _refuse_double_backward(opname: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"torchclad::{opname}: double backward (a gradient of the gradient) is not supported: "
+            "the engine generates first-order reverse mode only. Use create_graph=False, or "
+            "torch.func / a torch implementation for higher-order derivatives."
+        )
+    return backward
