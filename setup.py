@@ -69,7 +69,11 @@ class build_ext(_pybind11_build_ext):
             kernel_dir=ROOT / "csrc" / "kernels",
             differentiate=tc.ad.differentiate,
             relative_to=ROOT,
+            read_source=lambda spec: tc.kernels.unit_source(spec, ROOT / "csrc"),
         )
+        # KernelSpec.libraries, e.g. "torch_cpu" (BLAS for matmul): -L, -l and an rpath.
+        link = [tc.compiler.external_library(name)
+                for name in sorted({n for s in tc.kernels.KERNELS for n in s.libraries})]
         for ext in self.extensions:
             ext.sources = [os.path.relpath(p, ROOT) for p in out.sources]
             ext.include_dirs = [str(RUNTIME), *ext.include_dirs]
@@ -78,6 +82,10 @@ class build_ext(_pybind11_build_ext):
             ext.extra_compile_args += [f for f in tc.compiler.CXXFLAGS if f not in ext.extra_compile_args]
             ext.extra_link_args += [f for f in tc.compiler.LDFLAGS if f not in ("-shared", *ext.extra_link_args)]
             ext.libraries += [lib for lib in tc.compiler.LIBRARIES if lib not in ext.libraries]
+            for d, lib in link:
+                ext.library_dirs.append(d)
+                ext.runtime_library_dirs.append(d)
+                ext.libraries.append(lib)
 
     def _bundle(self, pkg: Path):
         """Non-editable builds: ship the generated sources and the runtime headers."""

@@ -7,8 +7,9 @@ For one case and one variant (g++ -O level × engine analyses on/off × combined
      own signature (read here with libclang, independently of the engine);
   2. appends an extern "C" wrapper to `Derivative.translation_unit()` that calls the primal, the
      pullback and the split pair on raw buffers, and compiles it with
-     `g++ -std=c++17 -shared -fPIC -O{0,2} -Wall -I csrc/runtime` (one .so per case × opt × analyses,
-     cached in a temporary directory for the session);
+     `g++ -std=c++17 -shared -fPIC -O{0,2} -Wall -I csrc/runtime` — one build per case × opt ×
+     analyses holding both paths, cached in a temporary directory for the session, and up to 16
+     cases' builds compiled together (each in a namespace of its own) to keep g++ runs few;
   3. runs it in a forked child (a crash or a hang of generated code fails one test, not the session)
      on float64 buffers (float32 where the kernel is float), with the output adjoints seeded and the
      other adjoints zeroed, then again with those pre-filled with a constant c, and checks:
@@ -17,8 +18,8 @@ For one case and one variant (g++ -O level × engine analyses on/off × combined
   4. compares the gradient with central finite differences of the primal in float64 — the primal is
      compiled on its own, from the kernel source alone — or with the case's exact expected gradient.
 
-`python tests/corpus_harness.py [--reference] [case ...]` runs cases outside pytest and prints the
-symptoms of every failing variant.
+`python tests/corpus_harness.py [--reference] [--failures-md PATH] [case ...]` runs cases outside
+pytest and prints the symptoms of every failing variant (--reference: only the corpus's self-check).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import sys
 import tempfile
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -311,9 +312,10 @@ def derivative_wrapper(sig: Signature, scalar: str, wrt: tuple[str, ...], prefix
 #
 # Parsing the runtime headers dominates a compile, so several cases are compiled into one .so, each
 # inside a namespace of its own (the unit's text verbatim; its #includes are also hoisted in front of
-# every namespace, where include guards make the inner copies no-ops). A unit whose text the batch
-# compile blames is compiled alone, at global scope, exactly as the engine produced it, so an error
-# is always reported from a plain build of that case.
+# every namespace, where include guards make the inner copies no-ops). When the batch fails, the
+# units its errors point into get those errors (renumbered to the unit's own lines) and the rest is
+# compiled again. Text that could mean something else inside a namespace (::clad::, namespace std,
+# extern "C", #define) is compiled alone, at global scope, exactly as the engine produced it.
 
 BATCH = 16
 
@@ -363,7 +365,7 @@ def _compose(units: list[Unit]) -> tuple[str, list[tuple[int, int]]]:
         parts.append(f"namespace {u.prefix} {{")
         line += 1
         n = u.text.count("\n") + 1
-        regions.append((line + 1, line + n))
+        regions.append((line, line + n - 1))
         parts.append(u.text)
         parts.append(f"}}  // namespace {u.prefix}")
         line += n + 1
@@ -376,8 +378,8 @@ _BLAME = re.compile(r"^(\S+?):(\d+):(\d+):(?! warning:)(.*)$", re.M)
 
 def _batchable(u: Unit) -> bool:
     """Text that would mean something else inside a namespace is built alone."""
-    return not re.search(r"::\s*clad\s*::|namespace\s+(std|torchclad)\b|extern\s+\"C\"\s*(?!__attr)"
-                         r"|#\s*define\s+(?!TCC_EXPORT)", u.text)
+    return not re.search(r"::\s*clad\s*::|namespace\s+(std|torchclad)\b|extern\s+\"C\"(?!\s*__attribute__)"
+                         r"|#\s*define\s+(?!TCC_EXPORT\b)", u.text)
 
 
 def _unit_errors(diags, text: str, lo: int, limit: int = 6) -> str:
@@ -516,7 +518,7 @@ class Session:
                 diags = [m for m in _BLAME.finditer(proc.stderr) if Path(m.group(1)).name == src.name]
                 detail = _unit_errors(diags, u.text, 1) if diags else proc.stderr[-3000:]
                 raise CorpusFailure("compile-error", f"g++ failed:\n{detail}")
-            gen, other = _split_warnings(proc.stderr, src.name, 1, u.text.count("\n") + 1, u.first_generated)
+            gen, other = _split_warnings(proc.stderr, src.name, 1, u.text.count("\n") + 1, u.first_generated, u.text)
             return Built(ctypes.CDLL(str(so)), u.prefix, so, gen, other)
         self._store(u.key, make)
 
@@ -534,7 +536,7 @@ class Session:
                 lib = ctypes.CDLL(str(so))
                 for u, (lo, hi) in zip(pending, regions):
                     first = lo + u.first_generated - 1 if u.first_generated else 0
-                    gen, other = _split_warnings(proc.stderr, src.name, lo, hi, first)
+                    gen, other = _split_warnings(proc.stderr, src.name, lo, hi, first, u.text)
                     self._memo[u.key] = ("ok", Built(lib, u.prefix, so, gen, other))
                 return
             blamed = [m for m in _BLAME.finditer(proc.stderr) if Path(m.group(1)).name == src.name]
@@ -627,22 +629,38 @@ class Run:
     problems: list[CorpusFailure]      # self-check failures (inputs, accumulation, tape, forward)
 
 
-def _split_warnings(stderr: str, src_name: str, lo: int, hi: int, first_generated: int) -> tuple[list[str], list[str]]:
-    """-Wall warnings of one unit (lines lo..hi of src_name): in its generated code, or elsewhere."""
+def _split_warnings(stderr: str, src_name: str, lo: int, hi: int, first_generated: int,
+                    text: str) -> tuple[list[str], list[str]]:
+    """-Wall warnings of one unit (lines lo..hi of src_name): in its generated code, or elsewhere.
+
+    A warning inside a header (the tape, say) belongs to the line of src_name it was inlined into."""
     gen, other = [], []
-    for m in _DIAG.finditer(stderr):
-        if m.group(4) != "warning":
+    lines = text.splitlines()
+    inlined_at = None  # the last "inlined from ... at src:LINE" since the previous diagnostic
+    for line in stderr.splitlines():
+        at = re.search(r"inlined from .* at (\S+?):(\d+):\d+[:,]?$", line)
+        if at and Path(at.group(1)).name == src_name:
+            inlined_at = int(at.group(2))
             continue
-        where, ln = Path(m.group(1)).name, int(m.group(2))
-        if where == src_name:
-            if not lo <= ln <= hi:
-                continue
-            if first_generated and ln >= first_generated:
-                gen.append(f"line {ln - lo + 1}: {m.group(5)}")
+        m = _DIAG.match(line)
+        if not m:
+            continue
+        if m.group(4) == "warning":
+            where, ln = Path(m.group(1)).name, int(m.group(2))
+            if where != src_name and inlined_at is not None:
+                where, ln, msg = src_name, inlined_at, f"{m.group(5)} (in {Path(m.group(1)).name}:{m.group(2)})"
             else:
-                other.append(f"kernel line {ln - lo + 1}: {m.group(5)}")
-        else:
-            other.append(f"{where}:{ln}: {m.group(5)}")
+                msg = m.group(5)
+            if where != src_name:
+                other.append(f"{where}:{ln}: {msg}")
+            elif lo <= ln <= hi:
+                k = ln - lo + 1
+                code = f" | {lines[k - 1].strip()}" if 0 < k <= len(lines) else ""
+                if first_generated and ln >= first_generated:
+                    gen.append(f"line {k}: {msg}{code}")
+                else:
+                    other.append(f"kernel line {k}: {msg}{code}")
+        inlined_at = None
     return gen, other
 
 
@@ -863,6 +881,31 @@ def compare_to_reference(session: Session, case, grad: dict[str, np.ndarray]) ->
         raise CorpusFailure("wrong-gradient", "\n".join(problems))
 
 
+UNINITIALIZED = ("-Wuninitialized", "-Wmaybe-uninitialized")
+
+
+def warnings_report(session: Session, cases) -> tuple[list[str], dict[str, list[str]]]:
+    """-Wall warnings in generated code, as (summary lines, {case: uninitialised-read warnings})."""
+    kinds: dict[str, set[str]] = {}
+    uninit: dict[str, list[str]] = {}
+    for case in cases:
+        for opt in OPT_LEVELS:
+            for analyses in (True, False):
+                key = ("build", case.build_key, opt, analyses)
+                status, built = session._memo.get(key, ("missing", None))
+                if status != "ok":
+                    continue
+                tag = f"{opt} {'an' if analyses else 'noan'}"
+                for w in built.warnings:
+                    flag = re.search(r"\[(-W[\w-]+)\]", w)
+                    kinds.setdefault(flag.group(1) if flag else w, set()).add(case.name)
+                    if flag and flag.group(1) in UNINITIALIZED:
+                        uninit.setdefault(case.name, []).append(f"{tag} {w}")
+    lines = [f"{flag}: {len(names)} cases ({', '.join(sorted(names)[:6])}{', …' if len(names) > 6 else ''})"
+             for flag, names in sorted(kinds.items())]
+    return lines, uninit
+
+
 def variant_tolerance(session: Session, case) -> float:
     sig = session.signature(case)
     floats = {sig.scalar(p.base, case.scalar) for p in sig.params if sig.floating(p, case.scalar)}
@@ -978,11 +1021,11 @@ def main(argv: list[str]) -> int:
                f"total {time.perf_counter() - t0:.1f}s")
     print(f"{summary}; dir {session.dir}")
     if args.failures_md and not args.reference:
-        Path(args.failures_md).write_text(failures_markdown(report, summary))
+        Path(args.failures_md).write_text(failures_markdown(report, summary, *warnings_report(session, chosen)))
     return 1 if failed else 0
 
 
-def failures_markdown(report, summary: str) -> str:
+def failures_markdown(report, summary: str, warning_lines: list[str], uninit: dict[str, list[str]]) -> str:
     """Symptoms by case; cases the engine rejects outright are listed first."""
     rejected, failing = [], []
     for case, symptoms in report:
@@ -1006,6 +1049,12 @@ def failures_markdown(report, summary: str) -> str:
             where = ", ".join(t for t in tags if t) or "all"
             body = text if len(text) < 4000 else text[:4000] + "\n…"
             out += [f"- variants: {where}", "", "```", body, "```", ""]
+    out += ["## -Wall in generated code", "",
+            "Reported, not failed, except reads of uninitialised values "
+            "(test_generated_code_reads_nothing_uninitialized):", ""]
+    out += [f"- {line}" for line in warning_lines] or ["- none"]
+    for name, items in uninit.items():
+        out += ["", f"Uninitialised read in `{name}`:", ""] + [f"- {w}" for w in items]
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""torchclad.nn.GELU (built-in kernel csrc/kernels/gelu.cpp, AOT in torchclad._C)."""
+"""torchclad.nn.GELU (built-in kernels gelu_forward / gelu_erf_forward, csrc/kernels/gelu.cpp)."""
 
 from __future__ import annotations
 
@@ -8,52 +8,57 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import torchclad.nn as tnn
+from torchclad.nn import _builtin
 from torchclad.testing import assert_parity
 
 RTOL, ATOL = 1e-4, 1e-5
+MODES = ["tanh", "none"]
 
 
-def _ref():
-    return torch.nn.GELU(approximate="tanh")
+def _ref(approximate="tanh"):
+    return torch.nn.GELU(approximate=approximate)
 
 
 def test_constructor_and_repr():
     m = tnn.GELU()
-    assert m.approximate == "tanh"
-    assert "approximate='tanh'" in repr(m)
+    assert m.approximate == torch.nn.GELU().approximate == "none"  # torch's default
+    assert "approximate='none'" in repr(m)
+    assert "approximate='tanh'" in repr(tnn.GELU(approximate="tanh"))
     assert tnn.GELU(approximate="tanh").state_dict() == {}
-    with pytest.raises(NotImplementedError, match="approximate='none'.*not implemented"):
-        tnn.GELU(approximate="none")
     with pytest.raises(ValueError, match="'tanh' or 'none'"):
         tnn.GELU(approximate="sigmoid")
 
 
-def test_gradcheck_float64():
-    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(tnn.GELU(), (x,))
+@pytest.mark.parametrize("approximate", MODES)
+def test_gradcheck_float64(approximate):
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True) * 2
+    assert torch.autograd.gradcheck(tnn.GELU(approximate), (x,))
 
 
-def test_float32_parity():
+@pytest.mark.parametrize("approximate", MODES)
+def test_float32_parity(approximate):
     x = torch.randn(4, 16, 32) * 3
-    errors = assert_parity(_ref(), tnn.GELU(), x, rtol=RTOL, atol=ATOL)
+    errors = assert_parity(_ref(approximate), tnn.GELU(approximate), x, rtol=RTOL, atol=ATOL)
     assert set(errors) == {"output[0]", "grad of input 0"}
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(
     shape=st.lists(st.integers(min_value=0, max_value=5), min_size=0, max_size=3).map(
         lambda dims: (*dims, 3)),
     dtype=st.sampled_from([torch.float32, torch.float64]),
+    approximate=st.sampled_from(MODES),
 )
-def test_parity_over_shapes(shape, dtype):
-    """Leading dims 0-3, zero-size included; both dtypes."""
+def test_parity_over_shapes(shape, dtype, approximate):
+    """Leading dims 0-3, zero-size included; both dtypes, both forms."""
     x = torch.randn(shape, dtype=dtype)
-    assert_parity(_ref(), tnn.GELU(), x, rtol=RTOL, atol=ATOL)
+    assert_parity(_ref(approximate), tnn.GELU(approximate), x, rtol=RTOL, atol=ATOL)
 
 
-def test_zero_dim_and_empty():
+@pytest.mark.parametrize("approximate", MODES)
+def test_zero_dim_and_empty(approximate):
     for x in (torch.tensor(0.3, requires_grad=True), torch.empty(0, requires_grad=True)):
-        y = tnn.GELU()(x)
+        y = tnn.GELU(approximate)(x)
         assert y.shape == x.shape
         y.sum().backward()
         assert x.grad.shape == x.shape
@@ -63,14 +68,16 @@ def test_noncontiguous_input():
     base = torch.randn(8, 6, dtype=torch.float64)
     x = base.t()[:, ::2]
     assert not x.is_contiguous()
-    assert_parity(_ref(), tnn.GELU(), x, rtol=1e-10, atol=1e-12)
+    for mode in MODES:
+        assert_parity(_ref(mode), tnn.GELU(mode), x, rtol=1e-10, atol=1e-12)
 
 
 def test_opcheck():
-    op = torch.ops.torchclad.gelu_forward
-    for dtype in (torch.float32, torch.float64):
-        x = torch.randn(3, 5, dtype=dtype, requires_grad=True)
-        torch.library.opcheck(op, (x,))
+    for op in (torch.ops.torchclad.gelu_forward, torch.ops.torchclad.gelu_erf_forward):
+        for dtype in (torch.float32, torch.float64):
+            x = torch.randn(3, 5, dtype=dtype, requires_grad=True)
+            torch.library.opcheck(op, (x,))
+    assert _builtin.gelu_erf._name == "gelu_erf_forward"
 
 
 def test_torch_compile_fullgraph():
@@ -85,7 +92,7 @@ def test_torch_compile_fullgraph():
 
     torch.manual_seed(0)
     ref = Net(_ref())
-    ours = Net(tnn.GELU())
+    ours = Net(tnn.GELU(approximate="tanh"))
     compiled = torch.compile(ours, fullgraph=True)
     for batch in (4, 6):
         x = torch.randn(batch, 8)
@@ -94,10 +101,12 @@ def test_torch_compile_fullgraph():
 
 def test_errors_name_the_input():
     m = tnn.GELU()
-    with pytest.raises(TypeError, match="input 'inp' is a int64 tensor"):
+    with pytest.raises(TypeError, match="float32 or float64 tensor, got int64"):
         m(torch.arange(4))
     with pytest.raises(ValueError, match="CPU only"):
         m(torch.randn(3, device="meta"))
+    with pytest.raises(TypeError, match="input 'inp' is a int64 tensor"):  # the op's own check
+        _builtin.gelu(torch.arange(4))
 
 
 def test_assert_parity_reports_mismatch():

@@ -94,7 +94,8 @@ class Kernel:
     def default_scalar(self) -> str:
         avail = self.scalars()
         if not avail:
-            raise RuntimeError(f"{self.name}: the compiled module has no binding {self.name}_pullback_f32/f64")
+            raise RuntimeError(
+                f"{self.name}: the compiled module has no binding {self.name}_pullback_f32/f64")
         return "double" if "double" in avail else avail[0]
 
     def pick_scalar(self, tensors: dict[str, torch.Tensor], *, what: str = "argument") -> str:

@@ -10,15 +10,19 @@
 How the op is put together (split mode, DESIGN.md):
 
 - ``torchclad::<op>(inputs...) -> outputs`` runs ``f_reverse_forw``, which records what the
-  reverse sweep needs on a fresh ``Tape``. The tape, together with the exact buffers the forward
-  ran on, is kept in a :class:`_Record` attached to the storage of the op's first output. It
-  therefore lives exactly as long as that output: nothing leaks when backward never runs, and no
-  registry or extra output is needed (so ``opcheck`` and ``torch.compile`` see a plain op).
+  reverse sweep needs on a fresh ``Tape``. The tape, the call's arguments and the input buffers
+  the forward ran on form a :class:`_Record`, attached to the storage of the op's first output
+  (not owning the outputs: that would be a cycle through C++). It lives exactly as long as that
+  output: nothing leaks when backward never runs, and no registry or extra output is needed, so
+  ``opcheck`` and ``torch.compile`` see a plain op.
 - The autograd formula saves inputs and outputs and calls ``torchclad::<op>_backward(inputs...,
-  outputs..., grads...) -> input grads``, itself a custom op (so a compiled backward traces it).
-  Its implementation finds the record through the saved output, seeds the output adjoints with
-  copies of the incoming grads (adjoints accumulate) and runs ``f_reverse_sweep`` only. A record
-  is consumed by one sweep. A second backward through the same graph (``retain_graph=True``,
+  outputs..., grads...) -> input grads``, itself a custom op, so that a traced backward
+  (torch.compile, opcheck) records it; plain eager backward calls its implementation directly,
+  skipping a second dispatcher round trip. That implementation finds the record through the
+  saved output, seeds the output adjoints with copies of the incoming grads (adjoints
+  accumulate) and runs ``f_reverse_sweep`` only, on the very buffers of the forward; outputs the
+  sweep restores are put back afterwards, since they are the caller's tensors.
+- One sweep consumes a record. A second backward through the same graph (``retain_graph=True``,
   ``gradcheck``), or an output whose record is gone, recomputes the record from the saved inputs
   by running ``f_reverse_forw`` again: the gradient never depends on the record's bookkeeping.
 - With grad mode on inside the op (the dispatcher's no-autograd path) or under
@@ -185,7 +189,8 @@ class KernelOp:
             p = k.by_name[n]
             if not p.pointer or p.const:
                 what = "a scalar" if not p.pointer else "a const pointer (read-only)"
-                raise ValueError(f"outputs: {n!r} of {sig} is {what}; outputs are the arrays the kernel writes")
+                raise ValueError(f"outputs: {n!r} of {sig} is {what}; "
+                                 "outputs are the arrays the kernel writes")
             if not callable(fn):
                 raise TypeError(f"outputs[{n!r}] must be a function of the inputs returning a shape")
         for n, fn in self.sizes.items():

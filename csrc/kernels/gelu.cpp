@@ -1,12 +1,15 @@
-// GELU, tanh approximation (Hendrycks & Gimpel), llm.c style.
+// GELU (Hendrycks & Gimpel), llm.c style.
 //
-// Shapes: N = number of elements (B * T * C for an activation of batch B, time T, channels C).
-//   inp (N) -> out (N)
+// B = batch, T = time, C = channels; elementwise, so the kernels see N = B * T * C.
 //
-// gelu(x) = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+// void gelu_forward(T* out, const T* inp, int N)       tanh approximation (GPT-2's GELU)
+//   inp (N) -> out (N),  out = 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+// void gelu_erf_forward(T* out, const T* inp, int N)   exact form (torch's approximate="none")
+//   inp (N) -> out (N),  out = 0.5 * x * (1 + erf(x / sqrt(2)))
 //
-// A function template, so one source gives the float and the double kernel; torchclad's engine
-// generates gelu_forward_pullback (and the split-mode pair) from this body at install time.
+// Function templates, so one source gives the float and the double kernel; torchclad's engine
+// generates <name>_pullback (and the split-mode pair) from these bodies at install time,
+// w.r.t. inp.
 #include <cmath>
 
 template <typename T>
@@ -15,5 +18,13 @@ void gelu_forward(T* out, const T* inp, int N) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
         out[i] = T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + cube)));
+    }
+}
+
+template <typename T>
+void gelu_erf_forward(T* out, const T* inp, int N) {
+    for (int i = 0; i < N; i++) {
+        T x = inp[i];
+        out[i] = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
     }
 }

@@ -279,6 +279,7 @@ class Function:
     template: tuple = ()      # template type parameter names
     loc: Loc = NOLOC
     custom: bool = False      # defined in clad::custom_derivatives
+    source_names: tuple = ()  # parameter names as written (params may be renamed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +294,8 @@ class Module:
     customs: dict = field(default_factory=dict)       # pullback name -> Function (signature)
     globals: dict = field(default_factory=dict)       # name -> Global
     filename: str = "<source>"
+    broken: dict = field(default_factory=dict)        # name -> DiffError met while lowering
+    signatures: dict = field(default_factory=dict)    # name -> params (Vars) of every function
 
 
 # ----------------------------------------------------------------------------- traversal helpers

@@ -63,8 +63,13 @@ def generate(
     kernel_dir: Path,
     differentiate: Callable[..., Any],
     relative_to: Path | None = None,
+    read_source: Callable[[Any], str] | None = None,
 ) -> AotSources:
-    """Differentiate ``specs`` (``KernelSpec``-like: file, name, wrt) and write the sources."""
+    """Differentiate ``specs`` (``KernelSpec``-like: file, name, wrt) and write the sources.
+
+    ``read_source(spec)`` gives the text of a spec's unit (``torchclad.kernels.unit_source``:
+    a kernel file plus e.g. its custom derivative); default: ``kernel_dir / spec.file``.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     groups: dict[str, list[Any]] = {}
     for spec in specs:
@@ -76,7 +81,14 @@ def generate(
     bound: list[tuple[str, tuple]] = []
     for file, group in groups.items():
         path = kernel_dir / file
-        source = path.read_text()
+        if read_source is None:
+            source = path.read_text()
+        else:
+            source = read_source(group[0])
+            for s in group[1:]:
+                if getattr(s, "sources", ()) != getattr(group[0], "sources", ()):
+                    raise ValueError(f"kernels {group[0].name!r} and {s.name!r} share {file!r} "
+                                     "but list different sources")
         shown = str(path.relative_to(relative_to)) if relative_to else str(path)
         derivs = [
             differentiate(source, s.name, None if s.wrt is None else list(s.wrt), filename=shown)

@@ -30,6 +30,7 @@ __all__ = [
     "ext_suffix",
     "command",
     "run_compiler",
+    "external_library",
 ]
 
 CXXFLAGS: tuple[str, ...] = (
@@ -44,6 +45,37 @@ LDFLAGS: tuple[str, ...] = ("-shared", "-fopenmp")
 LIBRARIES: tuple[str, ...] = ("gomp",)
 
 _PKG = Path(__file__).resolve().parent.parent  # .../torchclad
+
+
+def _torch_lib_dir() -> Path:
+    """torch's ``lib/`` directory, found without importing torch (setup.py runs this)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise BuildError("torchclad: torch is not installed; the built-in kernels link against "
+                         "its libtorch_cpu.so (BLAS). Install torch first (make install does).")
+    return Path(next(iter(spec.submodule_search_locations))) / "lib"
+
+
+# Libraries a built-in kernel may ask for (KernelSpec.libraries): name -> (directory, -l name).
+_EXTERNAL = {
+    # sgemm_ / dgemm_ (MKL) behind matmul_forward and its custom derivative
+    "torch_cpu": lambda: (_torch_lib_dir(), "torch_cpu"),
+}
+
+
+def external_library(name: str) -> tuple[str, str]:
+    """``(directory, library)`` to link ``name`` with: ``-L<dir> -l<library> -Wl,-rpath,<dir>``."""
+    try:
+        where = _EXTERNAL[name]
+    except KeyError:
+        raise BuildError(f"torchclad: unknown external library {name!r} in KernelSpec.libraries "
+                         f"(known: {', '.join(sorted(_EXTERNAL))})") from None
+    d, lib = where()
+    if not any(Path(d).glob(f"lib{lib}.*")):
+        raise BuildError(f"torchclad: lib{lib} not found in {d} (needed for {name!r})")
+    return str(d), lib
 
 
 class BuildError(RuntimeError):

@@ -55,7 +55,13 @@ def find_aliases(fn: ir.Function, globals_: dict) -> Aliases:
         elif isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and \
                 s.target.type.is_pointer:
             assigns.append((s.target, s.value, s.loc))
-    candidates: dict = {}
+    candidates: dict = {}             # pointer var uid -> {root uid: root Var}
+
+    def resolve(r: ir.Var) -> list:
+        if r.uid in candidates:
+            return list(candidates[r.uid].values())
+        return [roots.get(r.uid, r)]
+
     while changed:
         changed = False
         for v, e, loc in assigns:
@@ -65,22 +71,19 @@ def find_aliases(fn: ir.Function, globals_: dict) -> Aliases:
                     continue            # nullptr
                 raise DiffError(loc, f"cannot tell which array pointer '{v.name}' points into; "
                                      "point it at a parameter or local array plus an offset")
-            root = roots.get(r.uid, r)
-            old = candidates.setdefault(v.uid, set())
-            if root.uid not in {x.uid for x in old}:
-                old.add(root)
-                changed = True
-            if v.uid not in roots or roots[v.uid] is v:
-                pass
+            got = candidates.setdefault(v.uid, {})
+            for root in resolve(r):
+                if root.uid != v.uid and root.uid not in got:
+                    got[root.uid] = root
+                    changed = True
     for uid, cands in candidates.items():
         if len(cands) > 1:
             v = vars_[uid]
-            if v.type.real:
-                names = ", ".join(sorted(c.name for c in cands))
-                raise DiffError(fn.loc, f"pointer '{v.name}' points into several arrays "
-                                        f"({names}); use one pointer per array")
+            names = ", ".join(sorted(c.name for c in cands.values()))
+            raise DiffError(fn.loc, f"pointer '{v.name}' points into several arrays "
+                                    f"({names}); use one pointer per array")
         if cands:
-            roots[uid] = next(iter(cands))
+            roots[uid] = next(iter(cands.values()))
     # params and arrays are their own roots; a pointer param reassigned keeps itself
     return Aliases(roots, vars_)
 

@@ -148,7 +148,8 @@ def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recordin
                     continue                      # an unchanged parameter is always there
                 if ("var", d.var.uid) not in need and ("mem", d.var.uid) not in need:
                     continue
-                reads = recomputable(path, scope, d, local_ok) if enabled else None
+                reads = recomputable(path, scope, d, local_ok) \
+                    if (enabled or d.var.type.is_pointer) else None
                 decisions[d.var.uid] = reads
                 if reads is not None:
                     need |= reads
@@ -170,8 +171,12 @@ def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recordin
         for pw, key, restore_reads in facts.writes:
             scope = facts.scope_of.get(key, ())
             by_call = ("call",) in restore_reads
+            # a callee's sweep reads what the call itself wrote in its post-call state: its own
+            # read conflicts with its own write only when a loop repeats the call
+            again = by_call and any(L[:len(scope)] == scope and pw[:len(L)] == L for L in loops)
             if (not enabled and not by_call) or any(
-                    k == key and may_precede(pu, pw, scope, loops) for pu, k in uses_now):
+                    k == key and (pu != pw or not by_call or again) and
+                    may_precede(pu, pw, scope, loops) for pu, k in uses_now):
                 rec.add(pw)
                 more.extend((pw, k) for k in restore_reads if k != ("call",))
                 restored.append((pw, key))

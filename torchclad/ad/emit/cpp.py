@@ -24,6 +24,10 @@ def prec(e) -> int:
     return _ATOM
 
 
+def _is_op(e, op: str) -> bool:
+    return isinstance(e, ir.Binary) and e.op == op
+
+
 class Printer:
     def __init__(self, scalar: str | None = None, template: tuple = ()):
         self.scalar = scalar
@@ -53,7 +57,10 @@ class Printer:
             return f"{e.op}{inner}"
         if isinstance(e, ir.Binary):
             p = _PREC.get(e.op, 3)
-            return f"{self.expr(e.lhs, p)} {e.op} {self.expr(e.rhs, p + 1)}"
+            # parenthesize && inside || (and mixed bit/logic ops) as -Wparentheses asks
+            need_l = p + 1 if e.op == "||" and _is_op(e.lhs, "&&") else p
+            need_r = p + 2 if e.op == "||" and _is_op(e.rhs, "&&") else p + 1
+            return f"{self.expr(e.lhs, need_l)} {e.op} {self.expr(e.rhs, need_r)}"
         if isinstance(e, ir.Call):
             return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, ir.Cond):

@@ -35,6 +35,8 @@ class _Lowerer:
         self.used_names: set = set()
         self.uid = 0
         self.globals: dict = {}
+        self.pre: list | None = None      # side effects pulled out of the expression at hand
+        self.n_inc = 0
 
     # ------------------------------------------------------------------ helpers
     def loc(self, c) -> Loc:
@@ -143,8 +145,25 @@ class _Lowerer:
         if body is None:
             self.err(c, f"'{c.spelling}' has no body in this source; define it here or give it "
                         "a custom derivative in namespace clad::custom_derivatives")
+        names = tuple(ch.spelling for ch in c.get_children() if ch.kind == K.PARM_DECL)
         return ir.Function(c.spelling, tuple(params), ret, body, self.template, self.loc(c),
-                           custom)
+                           custom, names)
+
+    def effects(self, thunk):
+        """Lower with side effects (x[i++], --n > 0) allowed; returns (pre, value)."""
+        saved, self.pre = self.pre, []
+        try:
+            value = thunk()
+            return self.pre, value
+        finally:
+            self.pre = saved
+
+    def pure(self, thunk):
+        saved, self.pre = self.pre, None
+        try:
+            return thunk()
+        finally:
+            self.pre = saved
 
     # ------------------------------------------------------------------ statements
     def block(self, c) -> ir.Block:
@@ -172,7 +191,8 @@ class _Lowerer:
             out = []
             for d in c.get_children():
                 if d.kind == K.VAR_DECL:
-                    out.append(self.var_decl(d))
+                    pre, decl = self.effects(lambda: self.var_decl(d))
+                    out.extend(pre + [decl])
                 else:
                     self.err(d, f"declaration of kind {d.kind.name} is not supported here")
             return out
@@ -183,30 +203,35 @@ class _Lowerer:
             if any(x.kind == K.DECL_STMT or x.kind == K.VAR_DECL for x in ch):
                 self.err(c, "declarations inside an if condition are not supported; declare "
                             "the variable before the if")
-            cond = self.expr(ch[0])
+            pre, cond = self.effects(lambda: self.expr(ch[0]))
             then = self.as_block(ch[1])
             other = self.as_block(ch[2]) if len(ch) > 2 else ir.Block()
-            return [ir.If(cond, then, other, L)]
+            return pre + [ir.If(cond, then, other, L)]
         if k == K.FOR_STMT:
             return [self.for_stmt(c)]
         if k == K.WHILE_STMT:
             ch = list(c.get_children())
             if ch[0].kind in (K.VAR_DECL, K.DECL_STMT):
                 self.err(c, "declarations inside a while condition are not supported")
-            return [ir.Loop((), self.expr(ch[0]), (), self.as_block(ch[1]), L)]
+            pre, cond = self.effects(lambda: self.expr(ch[0]))
+            return [self.loop_with_effects((), pre, cond, (), self.as_block(ch[1]), L)]
         if k == K.DO_STMT:
             ch = list(c.get_children())
-            return [ir.Loop((), self.expr(ch[1]), (), self.as_block(ch[0]), L, do_while=True)]
+            pre, cond = self.effects(lambda: self.expr(ch[1]))
+            if pre:
+                self.err(c, "a do-while condition with side effects (++, --) is not "
+                            "supported; update the variable inside the loop body")
+            return [ir.Loop((), cond, (), self.as_block(ch[0]), L, do_while=True)]
         if k == K.SWITCH_STMT:
             ch = list(c.get_children())
-            cond = self.expr(ch[0])
+            pre, cond = self.effects(lambda: self.expr(ch[0]))
             body = ch[-1]
             self.push()
             items = []
             for s in (body.get_children() if body.kind == K.COMPOUND_STMT else [body]):
                 items.extend(self.case_items(s))
             self.pop()
-            return [ir.Switch(cond, ir.Block(tuple(items), self.loc(body)), L)]
+            return pre + [ir.Switch(cond, ir.Block(tuple(items), self.loc(body)), L)]
         if k in (K.CASE_STMT, K.DEFAULT_STMT):
             self.err(c, "case label outside a switch body block is not supported")
         if k == K.BREAK_STMT:
@@ -215,11 +240,15 @@ class _Lowerer:
             return [ir.Continue(L)]
         if k == K.RETURN_STMT:
             ch = list(c.get_children())
-            return [ir.Return(self.expr(ch[0]) if ch else None, L)]
+            if not ch:
+                return [ir.Return(None, L)]
+            pre, value = self.effects(lambda: self.expr(ch[0]))
+            return pre + [ir.Return(value, L)]
         if k.name.startswith("OMP_"):
             return self.omp(c)
         if k.is_expression() or k == K.UNEXPOSED_STMT:
-            return self.expr_stmt(c)
+            pre, stmts = self.effects(lambda: self.expr_stmt(c))
+            return pre + stmts
         self.err(c, f"statement of kind {k.name} is not supported in differentiated code")
 
     def case_items(self, s) -> list:
@@ -278,11 +307,22 @@ class _Lowerer:
         init = self.stmt(parts["init"]) if parts["init"] is not None else []
         if parts["cond"] is not None and parts["cond"].kind in (K.VAR_DECL, K.DECL_STMT):
             self.err(parts["cond"], "declarations inside a for condition are not supported")
-        cond = self.expr(parts["cond"]) if parts["cond"] is not None else None
-        inc = self.expr_stmt(parts["inc"]) if parts["inc"] is not None else []
+        pre, cond = self.effects(lambda: self.expr(parts["cond"])) \
+            if parts["cond"] is not None else ([], None)
+        inc = []
+        if parts["inc"] is not None:
+            ipre, inc = self.effects(lambda: self.expr_stmt(parts["inc"]))
+            inc = ipre + inc
         body = self.as_block(body_c)
         self.pop()
-        return ir.Loop(tuple(init), cond, tuple(inc), body, self.loc(c))
+        return self.loop_with_effects(tuple(init), pre, cond, tuple(inc), body, self.loc(c))
+
+    def loop_with_effects(self, init, pre, cond, inc, body, L) -> ir.Loop:
+        """`while (i-- > 0) body` -> `for (;;) { c = i > 0; i -= 1; if (!c) break; body }`"""
+        if not pre:
+            return ir.Loop(init, cond, inc, body, L)
+        test = ir.If(ir.Unary("!", cond, ir.BOOL), ir.Block((ir.Break(L),)))
+        return ir.Loop(init, None, inc, ir.Block(tuple(pre) + (test,) + body.stmts, body.loc), L)
 
     def var_decl(self, d) -> ir.Decl:
         typ = self.type_of(d.type, d)
@@ -399,13 +439,26 @@ class _Lowerer:
             if op == ",":
                 self.err(c, "the comma operator inside an expression is not supported; split "
                             "it into statements")
-            l, r = self.expr(ch[0]), self.expr(ch[1])
+            l = self.expr(ch[0])
+            r = self.pure(lambda: self.expr(ch[1])) if op in ("&&", "||") else self.expr(ch[1])
             return ir.Binary(op, l, r, self.bin_type(op, l, r, c))
         if k == K.UNARY_OPERATOR:
             op = unary_op(c)
             if op in ("post++", "pre++", "post--", "pre--"):
-                self.err(c, f"'{op[-2:]}' inside an expression is not supported; increment in "
-                            "a statement of its own")
+                if self.pre is None:
+                    self.err(c, f"'{op[-2:]}' inside a conditionally evaluated expression (?:, "
+                                "&&, ||) is not supported; increment in a statement of its own")
+                target = self.lvalue(next(c.get_children()))
+                bump = ir.Assign("+=" if "++" in op else "-=", target,
+                                 ir.Const("1", ir.INT), self.loc(c))
+                if op.startswith("pre"):
+                    self.pre.append(bump)
+                    return target
+                self.uid += 1
+                self.n_inc += 1
+                old_value = ir.Var(f"_inc{self.n_inc - 1}", target.type.value(), self.uid)
+                self.pre.extend([ir.Decl(old_value, target, (), self.loc(c)), bump])
+                return old_value
             e = self.expr(next(c.get_children()))
             if op == "*":
                 if not e.type.is_memory:
@@ -424,7 +477,9 @@ class _Lowerer:
                 self.err(c, "subscript of a non-array")
             return ir.Index(b, i, b.type.element())
         if k == K.CONDITIONAL_OPERATOR:
-            a, b, d = [self.expr(x) for x in c.get_children()]
+            kids = list(c.get_children())
+            a = self.expr(kids[0])
+            b, d = [self.pure(lambda x=x: self.expr(x)) for x in kids[1:]]
             t = b.type if (b.type.real or not d.type.real) else d.type
             return ir.Cond(a, b, d, t)
         if k in (K.CSTYLE_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR, K.CXX_STATIC_CAST_EXPR):
@@ -573,7 +628,7 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
         t = gl.type_of(g.type, None)
         v = ir.Var(g.spelling, t, -len(globals_) - 1)
         globals_[g.spelling] = ir.Global(v, "")
-    functions, customs = {}, {}
+    functions, customs, broken, signatures = {}, {}, {}, {}
     for c in fn_cursors + custom_cursors:
         template = tuple(x.spelling for x in c.get_children()
                          if x.kind == K.TEMPLATE_TYPE_PARAMETER)
@@ -592,8 +647,21 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
             customs[c.spelling] = ir.Function(c.spelling, tuple(params), ir.VOID, ir.Block(),
                                               template, loc_of(c, filename), True)
             continue
-        if c.spelling in functions:
-            raise DiffError(loc_of(c, filename), f"'{c.spelling}' is defined twice "
-                            "(overloads are not supported)")
-        functions[c.spelling] = lw.function(c)
-    return ir.Module(functions, customs, globals_, filename)
+        sig = _Lowerer(filename, template, names)
+        try:
+            signatures[c.spelling] = tuple(
+                ir.Var(ch.spelling, sig.type_of(ch.type), 0)
+                for ch in c.get_children() if ch.kind == K.PARM_DECL)
+        except DiffError:
+            pass
+        if c.spelling in functions or c.spelling in broken:
+            broken[c.spelling] = DiffError(loc_of(c, filename), f"'{c.spelling}' is defined "
+                                           "twice (overloads are not supported)")
+            functions.pop(c.spelling, None)
+            continue
+        # a function the request never reaches must not stop it: keep the error for later
+        try:
+            functions[c.spelling] = lw.function(c)
+        except DiffError as e:
+            broken[c.spelling] = e
+    return ir.Module(functions, customs, globals_, filename, broken, signatures)

@@ -3,6 +3,7 @@ through an expression. Each visit_<Node> carries its math in its first comment l
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .. import ir
@@ -31,6 +32,17 @@ def mul(a, b):
 
 def div(a, b):
     return ir.Binary("/", a, b, a.type if a.type.real else b.type)
+
+
+def _index(ptr, i, t):
+    """ptr[i], folding (a + off)[i] into a[off + i] so adjoint accesses read plainly."""
+    if isinstance(ptr, ir.Binary) and ptr.op == "+" and ptr.lhs.type.is_pointer and \
+            not ptr.rhs.type.is_pointer:
+        off = ptr.rhs
+        if not (isinstance(i, ir.Const) and i.text == "0"):
+            off = ir.Binary("+", off, i, off.type)
+        return ir.Index(ptr.lhs, off, t)
+    return ir.Index(ptr, i, t)
 
 
 @dataclass
@@ -110,9 +122,9 @@ class AdjointRules:
         if isinstance(target, ir.Var):
             return self.adj_var(target)
         if isinstance(target, ir.Index):
-            return ir.Index(self.adj_ptr(target.base), target.index, target.type)
+            return _index(self.adj_ptr(target.base), target.index, target.type)
         if isinstance(target, ir.Unary) and target.op == "*":
-            return ir.Index(self.adj_ptr(target.operand), ZERO, target.type)
+            return _index(self.adj_ptr(target.operand), ZERO, target.type)
         raise DiffError(self.loc, "unsupported assignment target")
 
     def target_active(self, target) -> bool:
@@ -211,8 +223,12 @@ class AdjointRules:
         for k, (arg, pb) in enumerate(zip(e.args, rule.pullbacks)):
             if pb is None or not self.act.expr_active(arg):
                 continue
-            text = pb.format(d="{0}", x0="{1}", x1="{2}", y="{3}")
-            reads = (d, e.args[0], e.args[1] if len(e.args) > 1 else e.args[0], y)
+            # only the placeholders the rule spells become reads (printers and CSE see them)
+            values = {"d": d, "x0": e.args[0], "x1": e.args[-1], "y": y}
+            used = [k for k in re.findall(r"\{(\w+)\}", pb)]
+            order = list(dict.fromkeys(used))
+            text = pb.format(**{k: "{%d}" % order.index(k) for k in order})
+            reads = tuple(values[k] for k in order)
             self.backprop(arg, ir.Raw(text, arg.type if arg.type.real else e.type, reads), out)
 
     def visit_Raw(self, e, d, out, result):

@@ -44,22 +44,42 @@ class Assembler:
                 out.append(ir.Decl(ir.Var(name, t, 0), ir.Cast(ZERO, t.value(), "fn")))
         return out
 
+    def _call_saves(self, s, p) -> list:
+        """Local arrays a call overwrites while their old values are still needed: saved
+        whole before the call, restored after the callee's reverse sweep."""
+        if isinstance(s, ir.Assign) or not self.rec.must_record(p):
+            return []
+        call = self.rv.calls[p][0] if p in self.rv.calls else None
+        name = ir.call_name(call.fn) if call is not None else "a call"
+        out = []
+        for i in sorted(self.rv._callee_writes(call)) if call is not None else ():
+            r = self.rv.al.root_of(call.args[i])
+            if r is None:
+                continue
+            if not r.type.is_array:
+                raise DiffError(getattr(s, "loc", None),
+                                f"'{name}' overwrites array '{r.name}' whose old values the "
+                                "derivative still needs, and its size is unknown here; pass "
+                                "the call a copy (a separate buffer)")
+            out.append(r)
+        return out
+
     def _restore(self, s, p) -> list:
         if not self.rec.must_record(p):
             return []
         if not isinstance(s, ir.Assign):
-            name = ir.call_name(self.rv.calls[p][0].fn) if p in self.rv.calls else "a call"
-            raise DiffError(getattr(s, "loc", None),
-                            f"'{name}' overwrites an array whose old values the derivative "
-                            "still needs; pass a copy of the array to the call")
+            return [ir.TapeArray(r, _count(r.type), True) for r in self._call_saves(s, p)]
         inv = self.rv._inverse(s)
         if inv is not None:
             return [inv]
         return [ir.Assign("=", s.target, ir.TapePop(s.target.type.value()), s.loc)]
 
     def _record(self, s, p) -> list:
-        if not isinstance(s, ir.Assign) or not self.rec.must_record(p):
+        if not self.rec.must_record(p):
             return []
+        if not isinstance(s, ir.Assign):
+            return [ir.TapeArray(r, _count(r.type), False)
+                    for r in reversed(self._call_saves(s, p))]
         if self.rv._inverse(s) is not None:
             return []
         return [ir.TapePush(s.target, s.loc)]
@@ -98,11 +118,11 @@ class Assembler:
     def fwd_stmt(self, s, p) -> list:
         if isinstance(s, ir.Decl):
             init = self._fwd_expr(s.init, p) if s.init is not None else None
-            return [replace(s, init=init)]
+            return self._record(s, p) + [replace(s, init=init)]
         if isinstance(s, ir.Assign):
             return self._record(s, p) + [replace(s, value=self._fwd_expr(s.value, p))]
         if isinstance(s, ir.ExprStmt):
-            return [replace(s, expr=self._fwd_expr(s.expr, p))]
+            return self._record(s, p) + [replace(s, expr=self._fwd_expr(s.expr, p))]
         if isinstance(s, ir.Return):
             return []
         if isinstance(s, ir.Block):
@@ -211,6 +231,8 @@ class Assembler:
     def rev_stmt(self, s, p) -> list:
         if isinstance(s, (ir.Decl, ir.Assign, ir.ExprStmt, ir.Return)):
             parts = self.rv.parts[p]
+            if not isinstance(s, ir.Assign):      # a call: its sweep sees the post-call state
+                return list(parts.pre) + list(parts.post) + self._restore(s, p)
             return list(parts.pre) + self._restore(s, p) + list(parts.post)
         if isinstance(s, ir.Block):
             inner = self.rev_block(s, p)

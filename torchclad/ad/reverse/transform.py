@@ -186,8 +186,18 @@ class Reverse:
                 restore = {("var", v) for v in ir.vars_in(t) if v > 0}
                 f.writes.append((p, key, frozenset(restore)))
         call = self._user_call(s)
+        if call is not None and self.calls.get(p, (None, None))[1] is not None:
+            # the callee's reverse sweep reads the arrays its primal reads, as they were at
+            # the call
+            callee = self.module.functions.get(ir.call_name(call.fn))
+            read = memory_params(callee)[0] if callee is not None else \
+                set(range(len(call.args)))
+            for i in read:
+                a = call.args[i]
+                r = self.al.root_of(a) if a.type.is_memory else None
+                if r is not None and r.uid > 0:
+                    f.uses.append((p, self.al.mem_key(r)))
         if call is not None:
-            info = self.calls.get(p)
             written = self._callee_writes(call)
             for i in written:
                 r = self.al.root_of(call.args[i])
@@ -292,6 +302,9 @@ class Reverse:
             tk = ("var", t.uid) if isinstance(t, ir.Var) else \
                 self.al.mem_key(self.al.root_of(t))
             if s.op == "=":
+                if not self.act.expr_active(s.value):
+                    # y = <constant>: the old value's adjoint is simply gone
+                    return Parts((ir.Assign("=", adj, ZERO),), ())
                 snap = self.snip_names.fresh("_r_d", adj.type)
                 pre = (ir.Decl(snap, adj), ir.Assign("=", adj, ZERO))
                 post: list = []
@@ -332,6 +345,8 @@ class Reverse:
         callee_fn = self.module.functions.get(name)
         custom = self._custom_name(call)
         if callee_fn is None and not custom:
+            if name in self.module.broken:
+                raise self.module.broken[name]
             raise DiffError(s.loc, f"no definition or custom derivative for '{name}'")
         n = len(call.args)
         mask = []
@@ -456,8 +471,8 @@ class Reverse:
     def _inverse(self, s: ir.Assign):
         """`i += c` / `i -= c` on an integer with c constant: restored by the inverse op."""
         if s.op in ("+=", "-=") and isinstance(s.target, ir.Var) and \
-                not s.target.type.real and not s.target.type.is_memory and \
-                isinstance(s.value, ir.Const):
+                (s.target.type.is_pointer or not s.target.type.real) and \
+                not s.target.type.is_array and isinstance(s.value, ir.Const):
             return ir.Assign("-=" if s.op == "+=" else "+=", s.target, s.value, s.loc)
         return None
 

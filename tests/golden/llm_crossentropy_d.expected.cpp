@@ -1,0 +1,103 @@
+void crossentropy_forward_d_pullback(double* losses, const double* logits, const int* targets, int B, int T, int V, double* _d_losses, double* _d_logits) {
+    torchclad::Tape _tape;
+    for (int b = 0; b < B; ++b) {
+        for (int t = 0; t < T; ++t) {
+            const double* z = logits + b * T * V + t * V;
+            double mx = z[0];
+            for (int j = 1; j < V; ++j) {
+                _tape.push(mx);
+                mx = z[j] > mx ? z[j] : mx;
+            }
+            double se = 0.0;
+            for (int j = 0; j < V; ++j) {
+                se += std::exp(z[j] - mx);
+            }
+            losses[b * T + t] = mx + std::log(se) - z[targets[b * T + t]];
+            _tape.push(mx);
+            _tape.push(se);
+        }
+    }
+    for (int b = B; b-- > 0; ) {
+        for (int t = T; t-- > 0; ) {
+            double se = _tape.pop<double>();
+            double mx = _tape.pop<double>();
+            const double* z = logits + b * T * V + t * V;
+            double _d_mx = double(0);
+            double _d_se = double(0);
+            double _r_d1 = _d_losses[b * T + t];
+            _d_losses[b * T + t] = 0;
+            _d_mx += _r_d1;
+            _d_se += _r_d1 / se;
+            _d_logits[z - logits + targets[b * T + t]] += -_r_d1;
+            for (int j = V; j-- > 0; ) {
+                const double _cse0 = std::exp(z[j] - mx);
+                _d_logits[z - logits + j] += _d_se * _cse0;
+                _d_mx += -(_d_se * _cse0);
+            }
+            for (int j = V; j-- > 1; ) {
+                double _r_d0 = _d_mx;
+                _d_mx = 0;
+                mx = _tape.pop<double>();
+                if (z[j] > mx) {
+                    _d_logits[z - logits + j] += _r_d0;
+                } else {
+                    _d_mx += _r_d0;
+                }
+            }
+            _d_logits[z - logits] += _d_mx;
+        }
+    }
+}
+
+void crossentropy_forward_d_reverse_forw(double* losses, const double* logits, const int* targets, int B, int T, int V, torchclad::Tape& _tape) {
+    for (int b = 0; b < B; ++b) {
+        for (int t = 0; t < T; ++t) {
+            const double* z = logits + b * T * V + t * V;
+            double mx = z[0];
+            for (int j = 1; j < V; ++j) {
+                _tape.push(mx);
+                mx = z[j] > mx ? z[j] : mx;
+            }
+            double se = 0.0;
+            for (int j = 0; j < V; ++j) {
+                se += std::exp(z[j] - mx);
+            }
+            losses[b * T + t] = mx + std::log(se) - z[targets[b * T + t]];
+            _tape.push(mx);
+            _tape.push(se);
+        }
+    }
+}
+
+void crossentropy_forward_d_reverse_sweep(double* losses, const double* logits, const int* targets, int B, int T, int V, double* _d_losses, double* _d_logits, torchclad::Tape& _tape) {
+    for (int b = B; b-- > 0; ) {
+        for (int t = T; t-- > 0; ) {
+            double se = _tape.pop<double>();
+            double mx = _tape.pop<double>();
+            const double* z = logits + b * T * V + t * V;
+            double _d_mx = double(0);
+            double _d_se = double(0);
+            double _r_d1 = _d_losses[b * T + t];
+            _d_losses[b * T + t] = 0;
+            _d_mx += _r_d1;
+            _d_se += _r_d1 / se;
+            _d_logits[z - logits + targets[b * T + t]] += -_r_d1;
+            for (int j = V; j-- > 0; ) {
+                const double _cse0 = std::exp(z[j] - mx);
+                _d_logits[z - logits + j] += _d_se * _cse0;
+                _d_mx += -(_d_se * _cse0);
+            }
+            for (int j = V; j-- > 1; ) {
+                double _r_d0 = _d_mx;
+                _d_mx = 0;
+                mx = _tape.pop<double>();
+                if (z[j] > mx) {
+                    _d_logits[z - logits + j] += _r_d0;
+                } else {
+                    _d_mx += _r_d0;
+                }
+            }
+            _d_logits[z - logits] += _d_mx;
+        }
+    }
+}

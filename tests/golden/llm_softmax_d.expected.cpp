@@ -1,0 +1,129 @@
+void softmax_forward_d_pullback(double* probs, const double* logits, int N, int V, double* _d_probs, double* _d_logits) {
+    torchclad::Tape _tape;
+    for (int r = 0; r < N; ++r) {
+        const double* z = logits + r * V;
+        double* p = probs + r * V;
+        double mx = z[0];
+        for (int j = 1; j < V; ++j) {
+            bool _t0 = z[j] > mx;
+            if (_t0) {
+                mx = z[j];
+            }
+            _tape.push(_t0);
+        }
+        double sum = 0.0;
+        for (int j = 0; j < V; ++j) {
+            _tape.push(p[j]);
+            p[j] = std::exp(z[j] - mx);
+            sum += p[j];
+        }
+        double inv = 1.0 / sum;
+        for (int j = 0; j < V; ++j) {
+            _tape.push(p[j]);
+            p[j] = p[j] * inv;
+        }
+        _tape.push(mx);
+        _tape.push(sum);
+    }
+    for (int r = N; r-- > 0; ) {
+        double sum = _tape.pop<double>();
+        double mx = _tape.pop<double>();
+        const double* z = logits + r * V;
+        double* p = probs + r * V;
+        double inv = 1.0 / sum;
+        double _d_mx = double(0);
+        double _d_sum = double(0);
+        double _d_inv = double(0);
+        for (int j = V; j-- > 0; ) {
+            double _r_d2 = _d_probs[p - probs + j];
+            _d_probs[p - probs + j] = 0;
+            p[j] = _tape.pop<double>();
+            _d_probs[p - probs + j] += _r_d2 * inv;
+            _d_inv += p[j] * _r_d2;
+        }
+        _d_sum += -_d_inv / (sum * sum);
+        for (int j = V; j-- > 0; ) {
+            _d_probs[p - probs + j] += _d_sum;
+            double _r_d1 = _d_probs[p - probs + j];
+            _d_probs[p - probs + j] = 0;
+            p[j] = _tape.pop<double>();
+            const double _cse0 = std::exp(z[j] - mx);
+            _d_logits[z - logits + j] += _r_d1 * _cse0;
+            _d_mx += -(_r_d1 * _cse0);
+        }
+        for (int j = V; j-- > 1; ) {
+            if (_tape.pop<bool>()) {
+                double _r_d0 = _d_mx;
+                _d_mx = 0;
+                _d_logits[z - logits + j] += _r_d0;
+            }
+        }
+        _d_logits[z - logits] += _d_mx;
+    }
+}
+
+void softmax_forward_d_reverse_forw(double* probs, const double* logits, int N, int V, torchclad::Tape& _tape) {
+    for (int r = 0; r < N; ++r) {
+        const double* z = logits + r * V;
+        double* p = probs + r * V;
+        double mx = z[0];
+        for (int j = 1; j < V; ++j) {
+            bool _t0 = z[j] > mx;
+            if (_t0) {
+                mx = z[j];
+            }
+            _tape.push(_t0);
+        }
+        double sum = 0.0;
+        for (int j = 0; j < V; ++j) {
+            _tape.push(p[j]);
+            p[j] = std::exp(z[j] - mx);
+            sum += p[j];
+        }
+        double inv = 1.0 / sum;
+        for (int j = 0; j < V; ++j) {
+            _tape.push(p[j]);
+            p[j] = p[j] * inv;
+        }
+        _tape.push(mx);
+        _tape.push(sum);
+    }
+}
+
+void softmax_forward_d_reverse_sweep(double* probs, const double* logits, int N, int V, double* _d_probs, double* _d_logits, torchclad::Tape& _tape) {
+    for (int r = N; r-- > 0; ) {
+        double sum = _tape.pop<double>();
+        double mx = _tape.pop<double>();
+        const double* z = logits + r * V;
+        double* p = probs + r * V;
+        double inv = 1.0 / sum;
+        double _d_mx = double(0);
+        double _d_sum = double(0);
+        double _d_inv = double(0);
+        for (int j = V; j-- > 0; ) {
+            double _r_d2 = _d_probs[p - probs + j];
+            _d_probs[p - probs + j] = 0;
+            p[j] = _tape.pop<double>();
+            _d_probs[p - probs + j] += _r_d2 * inv;
+            _d_inv += p[j] * _r_d2;
+        }
+        _d_sum += -_d_inv / (sum * sum);
+        for (int j = V; j-- > 0; ) {
+            _d_probs[p - probs + j] += _d_sum;
+            double _r_d1 = _d_probs[p - probs + j];
+            _d_probs[p - probs + j] = 0;
+            p[j] = _tape.pop<double>();
+            const double _cse0 = std::exp(z[j] - mx);
+            _d_logits[z - logits + j] += _r_d1 * _cse0;
+            _d_mx += -(_r_d1 * _cse0);
+        }
+        for (int j = V; j-- > 1; ) {
+            if (_tape.pop<bool>()) {
+                double _r_d0 = _d_mx;
+                _d_mx = 0;
+                _d_logits[z - logits + j] += _r_d0;
+            }
+        }
+        _d_logits[z - logits] += _d_mx;
+    }
+}

@@ -1,0 +1,131 @@
+"""torchclad.nn.CausalSelfAttention: c_attn / c_proj Linear + one generated attention kernel."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+import torch.nn.functional as F
+from nn_helpers import ATOL, RTOL, gradcheck_module
+
+import torchclad.nn as tnn
+from torchclad.nn import _builtin
+from torchclad.testing import assert_parity
+
+
+@dataclass
+class Config:
+    n_embd: int = 12
+    n_head: int = 3
+    block_size: int = 8
+    bias: bool = True
+    dropout: float = 0.0
+
+
+class RefAttention(torch.nn.Module):
+    """nanoGPT's CausalSelfAttention in plain torch (the reference; explicit mask, any T)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.c_attn = torch.nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = torch.nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.n_head, self.n_embd = config.n_head, config.n_embd
+
+    def forward(self, x):
+        *lead, T, C = x.shape
+        B = math.prod(lead)
+        x = x.reshape(B, T, C)
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        return self.c_proj(y).reshape(*lead, T, C)
+
+
+def test_state_dict_keys_like_nanogpt():
+    cfg = Config()
+    ours, ref = tnn.CausalSelfAttention(cfg), RefAttention(cfg)
+    assert list(ours.state_dict()) == list(ref.state_dict()) == [
+        "c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"]
+    assert isinstance(ours.c_attn, tnn.Linear) and isinstance(ours.c_proj, tnn.Linear)
+    nb = tnn.CausalSelfAttention(Config(bias=False))
+    assert list(nb.state_dict()) == ["c_attn.weight", "c_proj.weight"]
+    d = tnn.CausalSelfAttention(dict(n_embd=8, n_head=2, block_size=4, bias=True))  # a dict works
+    assert d.n_head == 2 and d.c_attn.out_features == 24
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_gradcheck_float64(bias):
+    cfg = Config(n_embd=6, n_head=2, block_size=4, bias=bias)
+    assert gradcheck_module(tnn.CausalSelfAttention(cfg), torch.randn(2, 4, 6))
+
+
+@pytest.mark.parametrize("cfg", [Config(), Config(n_embd=32, n_head=4, block_size=16),
+                                 Config(n_embd=8, n_head=1, bias=False)], ids=str)
+def test_float32_parity(cfg):
+    x = torch.randn(3, cfg.block_size, cfg.n_embd)
+    errors = assert_parity(RefAttention(cfg), tnn.CausalSelfAttention(cfg), x,
+                           rtol=RTOL, atol=ATOL)
+    assert "grad of parameter 'c_attn.weight'" in errors and "grad of input 0" in errors
+
+
+@pytest.mark.parametrize("shape", [(5, 12), (2, 5, 12), (2, 1, 5, 12), (2, 2, 1, 3, 12),
+                                   (0, 5, 12), (2, 0, 12), (3, 1, 12)], ids=str)
+def test_leading_dims_and_zero_size(shape):
+    cfg = Config()
+    assert_parity(RefAttention(cfg), tnn.CausalSelfAttention(cfg), torch.randn(shape),
+                  rtol=RTOL, atol=ATOL)
+
+
+def test_large_scores_are_stable():
+    cfg = Config(n_embd=4, n_head=1)
+    ref, ours = RefAttention(cfg), tnn.CausalSelfAttention(cfg)
+    with torch.no_grad():
+        ref.c_attn.weight.mul_(300.0)
+    errors = assert_parity(ref, ours, torch.randn(2, 6, 4), rtol=RTOL, atol=1e-3)
+    assert all(math.isfinite(e) for e in errors.values())
+
+
+def test_attention_op_outputs_scores_and_probabilities():
+    B, T, NH, hs = 2, 5, 2, 3
+    qkv = torch.randn(B, T, 3 * NH * hs, dtype=torch.float64)
+    out, preatt, att = _builtin.attention(qkv.view(B, T, 3, NH, hs))
+    q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(NH * hs, dim=2))
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, -1)
+    torch.testing.assert_close(out, want)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
+    upper = torch.ones(T, T, dtype=torch.bool).triu(1)
+    torch.testing.assert_close(preatt, scores.masked_fill(upper, 0.0))
+    torch.testing.assert_close(att, scores.masked_fill(upper, float("-inf")).softmax(-1))
+
+
+def test_bad_config_and_inputs():
+    with pytest.raises(ValueError, match="n_embd \\(10\\) must be divisible by n_head \\(3\\)"):
+        tnn.CausalSelfAttention(Config(n_embd=10, n_head=3))
+    with pytest.raises(ValueError, match="n_head must be a positive int, got 0"):
+        tnn.CausalSelfAttention(Config(n_head=0))
+    with pytest.raises(TypeError, match="config has no 'n_head'"):
+        tnn.CausalSelfAttention(dict(n_embd=8, block_size=4))
+    with pytest.raises(NotImplementedError, match="dropout=0.1"):
+        tnn.CausalSelfAttention(Config(dropout=0.1))
+    m = tnn.CausalSelfAttention(Config())
+    with pytest.raises(ValueError, match="sequence of length 9, block_size is only 8"):
+        m(torch.randn(1, 9, 12))
+    with pytest.raises(ValueError, match="last dimension is 10, expected n_embd = 12"):
+        m(torch.randn(1, 4, 10))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        m(torch.randn(12))
+    with pytest.raises(TypeError, match="float32 tensor.*got float64"):
+        m(torch.randn(1, 4, 12, dtype=torch.float64))
+    with pytest.raises(ValueError, match="CPU only"):
+        m(torch.randn(1, 4, 12, device="meta"))
+
+
+def test_opcheck():
+    for dtype in (torch.float32, torch.float64):
+        qkv = torch.randn(2, 4, 3, 2, 3, dtype=dtype, requires_grad=True)
+        torch.library.opcheck(_builtin.attention, (qkv,))

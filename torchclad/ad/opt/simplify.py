@@ -1,0 +1,239 @@
+"""Simplify generated code.
+
+`cse_calls`: a pure math call that appears more than once in a run of straight-line
+statements, with none of its operands written in between, is computed once into a
+`const` local. The reverse sweep needs this because rule pullbacks recompute results
+(tanh's derivative uses tanh(x) again) and the same argument often reaches two adjoints.
+Runs are cut at control flow, at writes to primal variables or memory, at tape pops and at
+calls of other generated functions, so a hoisted value is always the value each use saw.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from .. import ir
+from ..rules import math as rules
+
+
+def map_expr(e, fn):
+    """Rebuild e bottom-up, replacing each node by fn(node) (fn may return the node)."""
+    if isinstance(e, ir.Index):
+        e = replace(e, base=map_expr(e.base, fn), index=map_expr(e.index, fn))
+    elif isinstance(e, (ir.Unary, ir.Cast)):
+        e = replace(e, operand=map_expr(e.operand, fn))
+    elif isinstance(e, ir.Binary):
+        e = replace(e, lhs=map_expr(e.lhs, fn), rhs=map_expr(e.rhs, fn))
+    elif isinstance(e, ir.Call):
+        e = replace(e, args=tuple(map_expr(a, fn) for a in e.args))
+    elif isinstance(e, ir.Cond):
+        e = replace(e, cond=map_expr(e.cond, fn), then=map_expr(e.then, fn),
+                    other=map_expr(e.other, fn))
+    elif isinstance(e, ir.Raw):
+        e = replace(e, reads=tuple(map_expr(r, fn) for r in e.reads))
+    return fn(e)
+
+
+def _map_stmt(s, fn):
+    if isinstance(s, ir.Decl):
+        return replace(s, init=map_expr(s.init, fn) if s.init is not None else None,
+                       init_list=tuple(map_expr(x, fn) for x in s.init_list))
+    if isinstance(s, ir.Assign):
+        return replace(s, target=map_expr(s.target, fn), value=map_expr(s.value, fn))
+    if isinstance(s, ir.ExprStmt):
+        return replace(s, expr=map_expr(s.expr, fn))
+    if isinstance(s, ir.TapePush):
+        return replace(s, value=map_expr(s.value, fn))
+    if isinstance(s, ir.Return) and s.value is not None:
+        return replace(s, value=map_expr(s.value, fn))
+    return s
+
+
+def _pure_calls(s) -> list:
+    out = []
+    for e in ir.stmt_exprs(s):
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Call) and not x.user and rules.lookup(ir.call_name(x.fn)) \
+                    and not any(isinstance(y, ir.TapePop) for y in ir.walk_expr(x)):
+                out.append(x)
+    return out
+
+
+def _cuts(s) -> bool:
+    """Does s end a run (it may change a value a hoisted call read)?"""
+    if not isinstance(s, (ir.Decl, ir.Assign)):
+        return True
+    if isinstance(s, ir.Assign):
+        r = ir.root_var(s.target)
+        if r is None or r.uid > 0:
+            return True
+    for e in ir.stmt_exprs(s):
+        if any(isinstance(x, (ir.TapePop, ir.Call)) and
+               (isinstance(x, ir.TapePop) or x.user or not rules.lookup(ir.call_name(x.fn)))
+               for x in ir.walk_expr(e)):
+            return True
+    return False
+
+
+class CSE:
+    def __init__(self):
+        self.n = 0
+
+    def block(self, stmts) -> list:
+        out: list = []
+        run: list = []
+        for s in stmts:
+            if isinstance(s, (ir.Block, ir.If, ir.Loop)):
+                out.extend(self.run(run))
+                run = []
+                out.append(self.nested(s))
+            elif _cuts(s):
+                run.append(s)
+                out.extend(self.run(run))
+                run = []
+            else:
+                run.append(s)
+        out.extend(self.run(run))
+        return out
+
+    def nested(self, s):
+        if isinstance(s, ir.Block):
+            return replace(s, stmts=tuple(self.block(s.stmts)))
+        if isinstance(s, ir.If):
+            return replace(s, then=ir.Block(tuple(self.block(s.then.stmts))),
+                           other=ir.Block(tuple(self.block(s.other.stmts))))
+        return replace(s, body=ir.Block(tuple(self.block(s.body.stmts))))
+
+    def run(self, stmts) -> list:
+        counts: dict = {}
+        first: dict = {}
+        for i, s in enumerate(stmts):
+            for c in _pure_calls(s):
+                counts[c] = counts.get(c, 0) + 1
+                first.setdefault(c, i)
+        repeated = [c for c, k in counts.items() if k > 1]
+        if not repeated:
+            return list(stmts)
+        # inner repeated calls first, so an outer hoisted call can use their temporaries
+        order = sorted(repeated, key=lambda c: (first[c], len(list(ir.walk_expr(c)))))
+        temps: dict = {}
+        decls: dict = {}
+        for c in order:
+            t = ir.Type(c.type.base, 0, True, (), True)
+            v = ir.Var(f"_cse{self.n}", t, 0)
+            self.n += 1
+            decls.setdefault(first[c], []).append(ir.Decl(v, _substitute(c, temps, top=False)))
+            temps[c] = v
+        out = []
+        for i, s in enumerate(stmts):
+            out.extend(decls.get(i, ()))
+            out.append(_map_stmt_top_down(s, temps))
+        return out
+
+
+def _substitute(e, temps: dict, top: bool = True):
+    """Top-down: a sub-expression equal to a hoisted call becomes its temporary."""
+    if top and e in temps:
+        return temps[e]
+    kids = ir.children(e)
+    if not kids:
+        return e
+    new = tuple(_substitute(k, temps) for k in kids)
+    return e if new == kids else _rebuild(e, new)
+
+
+def _rebuild(e, kids):
+    if isinstance(e, ir.Index):
+        return replace(e, base=kids[0], index=kids[1])
+    if isinstance(e, (ir.Unary, ir.Cast)):
+        return replace(e, operand=kids[0])
+    if isinstance(e, ir.Binary):
+        return replace(e, lhs=kids[0], rhs=kids[1])
+    if isinstance(e, ir.Call):
+        return replace(e, args=tuple(kids))
+    if isinstance(e, ir.Cond):
+        return replace(e, cond=kids[0], then=kids[1], other=kids[2])
+    if isinstance(e, ir.Raw):
+        return replace(e, reads=tuple(kids))
+    return e
+
+
+def _map_stmt_top_down(s, temps):
+    sub = lambda e: _substitute(e, temps)
+    if isinstance(s, ir.Decl):
+        return replace(s, init=sub(s.init) if s.init is not None else None,
+                       init_list=tuple(sub(x) for x in s.init_list))
+    if isinstance(s, ir.Assign):
+        return replace(s, target=sub(s.target), value=sub(s.value))
+    return s
+
+
+def cse_calls(stmts) -> list:
+    return CSE().block(list(stmts))
+
+
+# ------------------------------------------------------------------ dead code
+def _reads(stmts) -> set:
+    """Names read anywhere (an assignment's target variable itself is not a read)."""
+    names = set()
+    for s in stmts:
+        for x in ir.walk_stmts(s):
+            exprs = list(ir.stmt_exprs(x))
+            if isinstance(x, ir.Assign) and isinstance(x.target, ir.Var):
+                exprs = [x.value]
+            if isinstance(x, ir.TapeArray):
+                names.add(x.var.name)
+            if isinstance(x, ir.RawStmt):
+                names.update(re.findall(r"[A-Za-z_]\w*", x.text))
+            for e in exprs:
+                for y in ir.walk_expr(e):
+                    if isinstance(y, ir.Var):
+                        names.add(y.name)
+    return names
+
+
+def _pure(e) -> bool:
+    return e is None or not any(
+        isinstance(x, ir.TapePop) or (isinstance(x, ir.Call) and
+                                      (x.user or not rules.lookup(ir.call_name(x.fn))))
+        for x in ir.walk_expr(e))
+
+
+def _drop(stmts, dead: set) -> list:
+    """Drop pure writes to `dead` names, and declarations nothing after them in their block
+    reads (the reverse sweep re-declares primal names, so liveness is per block)."""
+    out = []
+    stmts = list(stmts)
+    for k, s in enumerate(stmts):
+        if isinstance(s, ir.Decl) and not s.var.type.dims and \
+                (s.var.name in dead or s.var.name not in _reads(stmts[k + 1:])):
+            if _pure(s.init):
+                continue
+            if isinstance(s.init, ir.Call):          # keep the call, drop the variable
+                out.append(ir.ExprStmt(s.init, s.loc))
+                continue
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and \
+                s.target.name in dead and _pure(s.value):
+            continue
+        if isinstance(s, ir.Block):
+            s = replace(s, stmts=tuple(_drop(s.stmts, dead)))
+        elif isinstance(s, ir.If):
+            s = replace(s, then=ir.Block(tuple(_drop(s.then.stmts, dead))),
+                        other=ir.Block(tuple(_drop(s.other.stmts, dead))))
+        elif isinstance(s, ir.Loop):
+            s = replace(s, body=ir.Block(tuple(_drop(s.body.stmts, dead))))
+        out.append(s)
+    return out
+
+
+def dead_code(stmts, keep: set = frozenset()) -> list:
+    """Remove locals that are never read, and pure assignments to them (to a fixed point)."""
+    stmts = list(stmts)
+    while True:
+        declared = {x.var.name for s in stmts for x in ir.walk_stmts(s)
+                    if isinstance(x, ir.Decl)}
+        dead = declared - _reads(stmts) - set(keep)
+        new = _drop(stmts, dead)
+        if new == stmts:
+            return stmts
+        stmts = new

@@ -1,0 +1,502 @@
+"""GPT-2 (nanoGPT / llm.c ``train_gpt2.py`` naming), in two modes.
+
+- ``GPT2(config)``: modular. Each layer is a :mod:`torchclad.nn` module, so autograd chains the
+  engine-generated reverse sweeps of the layer kernels (and matmul's custom derivative).
+- ``GPT2(config, fused=True)``: the whole forward is one C++ function, ``gpt2_forward`` in
+  ``csrc/kernels/gpt2.cpp``, and the whole backward is one generated reverse sweep of it. The
+  parameters live in one flat buffer (each ``Parameter`` is a view of it, so ``state_dict``,
+  optimizers and ``load_state_dict`` see ordinary parameters) and the activations in a
+  preallocated arena sized from (config, B, T), reused from step to step.
+
+Both modes have the same modules, ``state_dict`` keys and outputs; a plain-PyTorch GPT-2 with the
+same names (:class:`torchclad.testing.ReferenceGPT2`, nanoGPT's ``GPT``) loads either's
+``state_dict`` and vice versa. ``lm_head.weight`` is ``transformer.wte.weight`` (tied).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from . import _builtin
+from .attention import CausalSelfAttention
+from .linear import Linear
+from .loss import CrossEntropyLoss
+from .mlp import MLP
+from .normalization import LayerNorm
+from .sparse import Embedding
+
+__all__ = ["GPT2Config", "Block", "GPT2", "TokenIndexError", "param_layout", "arena_size"]
+
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class GPT2Config:
+    """GPT-2 hyperparameters; the defaults are GPT-2 small (124M) with the vocabulary padded to
+    50304 (a multiple of 64), as in nanoGPT / llm.c."""
+
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    bias: bool = True
+
+
+class TokenIndexError(IndexError, ValueError):
+    """A token id (idx or target) outside the vocabulary. Both an ``IndexError`` (like
+    ``torch.nn.Embedding``'s) and a ``ValueError`` (a bad argument value)."""
+
+
+def _check_config(config: Any) -> None:
+    for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
+        v = getattr(config, name, None)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"GPT2: config.{name} must be a positive int, got {v!r}")
+    if config.n_embd % config.n_head != 0:
+        raise ValueError(f"GPT2: n_embd ({config.n_embd}) must be divisible by n_head "
+                         f"({config.n_head}): each head gets n_embd // n_head channels")
+
+
+class Block(torch.nn.Module):
+    """One transformer block: ``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))`` (pre-norm)."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = _residual(x, self.attn(self.ln_1(x)))
+        return _residual(x, self.mlp(self.ln_2(x)))
+
+
+# out = inp1 + inp2 (csrc/kernels/residual.cpp). Our own op for the kernel while
+# _builtin.residual's shape function is broken (docs/ENGINE_REQUESTS.md gpt2-nn-1).
+_residual = _builtin.builtin_op(
+    "residual_forward", inputs=["inp1", "inp2"], outputs={"out": lambda a, b: a.shape},
+    sizes={"N": lambda a, b: a.numel()}).op
+
+
+class GPT2(torch.nn.Module):
+    """GPT-2 language model; ``forward(idx, targets=None) -> (logits, loss)`` as in nanoGPT.
+
+    ``idx``: (B, T) int64 token ids, ``T <= block_size``, each in ``[0, vocab_size)``.
+    With ``targets`` ((B, T), entries in ``[0, vocab_size)`` or -1 to ignore a position):
+    ``logits`` (B, T, vocab_size) and ``loss``, the mean cross-entropy over the positions not
+    ignored. Without: the logits of the last position only, (B, 1, vocab_size), and ``None``.
+
+    ``fused=True`` runs the whole model as one C++ function with one generated backward (see the
+    module docstring); parameters, state_dict and results are the same as ``fused=False``.
+    Initialisation as GPT-2: weights N(0, 0.02), biases 0, LayerNorm 1/0, and the residual
+    projections (``*.c_proj.weight``) N(0, 0.02 / sqrt(2 n_layer)).
+    """
+
+    def __init__(self, config: GPT2Config, fused: bool = False) -> None:
+        super().__init__()
+        _check_config(config)
+        self.config = config
+        self.fused = bool(fused)
+        self.transformer = torch.nn.ModuleDict(dict(
+            wte=Embedding(config.vocab_size, config.n_embd),
+            wpe=Embedding(config.block_size, config.n_embd),
+            h=torch.nn.ModuleList(Block(config) for _ in range(config.n_layer)),
+            ln_f=LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # tied: one Parameter, two names
+        self.loss_fn = CrossEntropyLoss(ignore_index=-1)
+        self.apply(_init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        # llm.c / Hugging Face checkpoints carry the causal mask as a buffer "attn.bias"
+        # (and "attn.masked_bias"); it is not state here: drop it when loading.
+        self._register_load_state_dict_pre_hook(_drop_mask_buffers)
+        self._fused: Optional[_Fused] = _Fused(self) if self.fused else None
+
+    # ---- nanoGPT conveniences
+
+    def get_num_params(self, non_embedding: bool = True) -> int:
+        """Number of parameters (the tied lm_head counted once); without wpe by default."""
+        n = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            n -= self.transformer.wpe.weight.numel()
+        return n
+
+    def extra_repr(self) -> str:
+        return f"fused={self.fused}"
+
+    # ---- forward
+
+    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None):
+        B, T = self._check_inputs(idx, targets)
+        if self._fused is not None:
+            return self._fused.forward(idx, targets)
+        tr = self.transformer
+        x = _builtin.encoder(idx.to(torch.int64).contiguous(), tr.wte.weight, tr.wpe.weight)
+        for block in tr.h:
+            x = block(x)
+        x = tr.ln_f(x)
+        if targets is None:
+            return self.lm_head(x[:, [-1], :]), None
+        logits = self.lm_head(x)
+        loss = self.loss_fn(logits.reshape(B * T, -1), targets.reshape(B * T))
+        return logits, loss
+
+    def _check_inputs(self, idx: Any, targets: Any) -> tuple[int, int]:
+        cfg = self.config
+        if not isinstance(idx, torch.Tensor):
+            raise TypeError(f"GPT2: idx must be a (B, T) tensor of token ids, got {type(idx).__name__}")
+        if idx.dtype not in (torch.int64, torch.int32) or idx.dim() != 2:
+            raise TypeError(f"GPT2: idx must be a (B, T) int64 tensor of token ids, got a "
+                            f"{_builtin.dtype_name(idx.dtype)} tensor of shape {tuple(idx.shape)}")
+        if idx.device.type != "cpu":
+            raise ValueError(f"GPT2: idx is on {idx.device}; torchclad kernels run on the CPU only")
+        B, T = idx.shape
+        if T > cfg.block_size:
+            raise ValueError(f"GPT2: cannot forward a sequence of length {T}, block_size is only "
+                             f"{cfg.block_size}")
+        if T == 0 and targets is None:
+            raise ValueError("GPT2: idx has T = 0 positions; without targets the model returns "
+                             "the logits of the last position, and there is none")
+        _check_ids("idx", idx, cfg.vocab_size, allow_ignore=False)
+        if targets is not None:
+            if not isinstance(targets, torch.Tensor) or targets.dtype not in (torch.int64, torch.int32):
+                raise TypeError("GPT2: targets must be a (B, T) int64 tensor of token ids (or -1 "
+                                f"to ignore a position), got {_describe(targets)}")
+            if tuple(targets.shape) != (B, T):
+                raise ValueError(f"GPT2: targets has shape {tuple(targets.shape)}, expected the "
+                                 f"shape of idx, {(B, T)}")
+            _check_ids("targets", targets, cfg.vocab_size, allow_ignore=True)
+        return B, T
+
+    # ---- sampling
+
+    @torch.no_grad()
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: Optional[int] = None, generator: Optional[torch.Generator] = None):
+        """Append ``max_new_tokens`` sampled tokens to ``idx`` (B, T); the context is cropped to
+        the last ``block_size`` tokens."""
+        for _ in range(max_new_tokens):
+            ctx = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
+            logits, _ = self(ctx)
+            logits = logits[:, -1, :] / max(temperature, 1e-8)
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("inf")
+            nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+            idx = torch.cat((idx, nxt), dim=1)
+        return idx
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a {_builtin.dtype_name(x.dtype)} tensor of shape {tuple(x.shape)}"
+    return type(x).__name__
+
+
+def _check_ids(what: str, ids: torch.Tensor, vocab: int, allow_ignore: bool) -> None:
+    if ids.numel() == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi >= vocab or lo < (-1 if allow_ignore else 0):
+        bad = ids[(ids >= vocab) | (ids < (-1 if allow_ignore else 0))].reshape(-1)[0].item()
+        allowed = f"[0, {vocab})" + (" or -1 (ignored)" if allow_ignore else "")
+        raise TokenIndexError(f"GPT2: {what} contains {bad}, outside the vocabulary: token ids "
+                              f"must be in {allowed} (vocab_size = {vocab})")
+
+
+def _init_weights(module: torch.nn.Module) -> None:
+    if isinstance(module, (Linear, torch.nn.Linear)):
+        torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            torch.nn.init.zeros_(module.bias)
+    elif isinstance(module, (Embedding, torch.nn.Embedding)):
+        torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
+def _drop_mask_buffers(module, state_dict, prefix, local_metadata, strict, missing_keys,
+                       unexpected_keys, error_msgs) -> None:
+    for key in [k for k in state_dict if k.startswith(prefix + "transformer.h.")]:
+        if key.endswith(".attn.bias") or key.endswith(".attn.masked_bias"):
+            if state_dict[key].dim() == 4:  # (1, 1, block, block) mask, not a c_attn bias
+                del state_dict[key]
+
+
+# ----------------------------------------------------------------------------------------------
+# Fused mode: layout (mirrors csrc/kernels/gpt2.cpp), kernel lookup, autograd
+
+
+def param_layout(config: Any) -> list[tuple[str, tuple[int, ...], int]]:
+    """``(name, shape, offset)`` of every slot of gpt2_forward's flat parameter buffer.
+
+    Bias slots are present even with ``config.bias = False`` (then they are not parameters and
+    stay zero), and one extra slot, ``lm_head.bias`` (V), is always zero: see gpt2.cpp.
+    """
+    C, V = config.n_embd, config.vocab_size
+    shapes = [("transformer.wte.weight", (V, C)), ("transformer.wpe.weight", (config.block_size, C))]
+    for l in range(config.n_layer):
+        p = f"transformer.h.{l}."
+        shapes += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,)),
+                   (p + "attn.c_attn.weight", (3 * C, C)), (p + "attn.c_attn.bias", (3 * C,)),
+                   (p + "attn.c_proj.weight", (C, C)), (p + "attn.c_proj.bias", (C,)),
+                   (p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,)),
+                   (p + "mlp.c_fc.weight", (4 * C, C)), (p + "mlp.c_fc.bias", (4 * C,)),
+                   (p + "mlp.c_proj.weight", (C, 4 * C)), (p + "mlp.c_proj.bias", (C,))]
+    shapes += [("transformer.ln_f.weight", (C,)), ("transformer.ln_f.bias", (C,)),
+               ("lm_head.bias", (V,))]
+    out, off = [], 0
+    for name, shape in shapes:
+        out.append((name, shape, off))
+        off += math.prod(shape)
+    return out
+
+
+def arena_size(config: Any, B: int, T: int) -> int:
+    """Number of values in gpt2_forward's activation arena for a (B, T) batch (see gpt2.cpp)."""
+    N, C = B * T, config.n_embd
+    per_layer = 18 * N * C + 4 * N + 2 * B * config.n_head * T * T
+    return N * C + config.n_layer * per_layer + N * C + 3 * N
+
+
+_SFX = {torch.float32: "f32", torch.float64: "f64"}
+_KERNEL = "gpt2_forward"
+_kernel_module: Any = None
+
+
+def fused_kernel_module() -> Any:
+    """The compiled module holding ``gpt2_forward_{,reverse_forw_,reverse_sweep_}{f32,f64}``.
+
+    ``torchclad._C`` (built at install time from the registry entry in torchclad/kernels.py).
+    If that extension predates the entry, the kernel is generated and compiled on first use
+    (cached under ``$TORCHCLAD_CACHE_DIR``), from the same sources.
+    """
+    global _kernel_module
+    if _kernel_module is not None:
+        return _kernel_module
+    C = _builtin._extension()
+    if hasattr(C, f"{_KERNEL}_reverse_sweep_f32"):
+        _kernel_module = C
+        return C
+    import os
+
+    from torchclad import ad, build, kernels
+
+    spec = next((s for s in kernels.KERNELS if s.name == _KERNEL), None)
+    if spec is None:
+        spec = kernels.KernelSpec(file="gpt2.cpp", name=_KERNEL, wrt=("params",),
+                                  sources=GPT2_SOURCES, libraries=("torch_cpu",))
+    d = ad.differentiate(kernels.unit_source(spec), _KERNEL, list(spec.wrt),
+                         filename="csrc/kernels/gpt2.cpp")
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    _kernel_module = build.load(d, extra_ldflags=[f"-L{lib}", "-ltorch_cpu", f"-Wl,-rpath,{lib}"])
+    return _kernel_module
+
+
+# The unit of the fused kernel: the layer kernels, matmul's custom derivative, then gpt2.cpp.
+GPT2_SOURCES = ("kernels/encoder.cpp", "kernels/layernorm.cpp", "kernels/matmul.cpp",
+                "custom/matmul.cpp", "kernels/attention.cpp", "kernels/gelu.cpp",
+                "kernels/residual.cpp", "kernels/crossentropy.cpp", "kernels/gpt2.cpp")
+
+
+class _Fused:
+    """The fused path of one GPT2: flat parameter buffer, arena pool, calls into the kernel."""
+
+    def __init__(self, model: GPT2) -> None:
+        self.model_ref = weakref.ref(model)
+        self.config = model.config
+        self.layout = param_layout(model.config)
+        self.total = self.layout[-1][2] + math.prod(self.layout[-1][1])
+        self.flat: Optional[torch.Tensor] = None
+        self.slots: list[tuple[torch.nn.Parameter, int, int]] = []  # (param, offset, numel)
+        self.arenas: dict[tuple, list[torch.Tensor]] = {}
+        self.scratch: dict[tuple, torch.Tensor] = {}
+        self.pack()
+
+    # -- parameters
+
+    def params_in_order(self) -> list[torch.nn.Parameter]:
+        return [p for p, _, _ in self.slots]
+
+    def pack(self) -> None:
+        """(Re)build the flat buffer from the model's parameters; each becomes a view of it."""
+        model = self.model_ref()
+        if model.lm_head.weight is not model.transformer.wte.weight:
+            raise RuntimeError("GPT2(fused=True): lm_head.weight is no longer tied to "
+                               "transformer.wte.weight; the fused kernel computes the lm_head "
+                               "with wte. Re-tie them or use fused=False")
+        named = dict(model.named_parameters())
+        dtype = _builtin.check_params_dtype("GPT2", *named.values())
+        flat = torch.zeros(self.total, dtype=dtype)
+        slots = []
+        for name, shape, off in self.layout:
+            p = named.get(name)
+            if p is None:
+                continue  # a bias slot of a bias=False model, or the lm_head bias: stays zero
+            n = math.prod(shape)
+            if tuple(p.shape) != shape:
+                raise RuntimeError(f"GPT2(fused=True): parameter {name} has shape "
+                                   f"{tuple(p.shape)}, expected {shape}")
+            flat[off:off + n].copy_(p.detach().reshape(-1))
+            with torch.no_grad():
+                p.data = flat[off:off + n].view(shape)
+            slots.append((p, off, n))
+        self.flat, self.slots = flat, slots
+
+    def ensure_packed(self) -> None:
+        """Re-pack if a parameter stopped aliasing the flat buffer (``.to(dtype)``, a replaced
+        Parameter, ``load_state_dict(assign=True)``...)."""
+        flat = self.flat
+        model = self.model_ref()
+        named = dict(model.named_parameters())
+        base, size = flat.data_ptr(), flat.element_size()
+        ok = len(named) == len(self.slots)
+        if ok:
+            by_id = {id(p): (off, n) for p, off, n in self.slots}
+            for q in named.values():
+                where = by_id.get(id(q))
+                if (where is None or q.dtype != flat.dtype or not q.is_contiguous()
+                        or q.data_ptr() != base + where[0] * size):
+                    ok = False
+                    break
+        if not ok:
+            self.pack()
+
+    # -- buffers
+
+    def take_arena(self, key: tuple) -> torch.Tensor:
+        free = self.arenas.setdefault(key, [])
+        if free:
+            return free.pop()
+        dtype, B, T = key
+        return torch.empty(arena_size(self.config, B, T), dtype=dtype)
+
+    def give_arena(self, key: tuple, arena: torch.Tensor) -> None:
+        free = self.arenas.setdefault(key, [])
+        if len(free) < 2:
+            free.append(arena)
+
+    def zeroed(self, what: str, key: tuple, numel: int) -> torch.Tensor:
+        buf = self.scratch.get((what, key))
+        if buf is None:
+            buf = self.scratch[(what, key)] = torch.zeros(numel, dtype=key[0])
+        else:
+            buf.zero_()
+        return buf
+
+    # -- running
+
+    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor]):
+        self.ensure_packed()
+        cfg = self.config
+        B, T = idx.shape
+        N = B * T
+        for what, n in (("B * T * vocab_size (logits)", N * cfg.vocab_size),
+                        ("B * n_head * T * T (attention)", B * cfg.n_head * T * T),
+                        ("4 * B * T * n_embd (MLP activations)", 4 * N * cfg.n_embd)):
+            _builtin.check_int32("GPT2(fused=True)", what, n)
+        idx64 = idx.to(torch.int64).contiguous()
+        tgt64 = (targets.to(torch.int64).contiguous() if targets is not None
+                 else torch.full((B, T), -1, dtype=torch.int64))
+        params = self.params_in_order()
+        if torch.is_grad_enabled() and any(p.requires_grad for p in params):
+            logits, loss = _FusedGPT2.apply(self, idx64, tgt64, *params)
+        else:
+            logits, loss = self.run(idx64, tgt64, record=False)[:2]
+        if targets is None:
+            return logits[:, [-1], :], None
+        return logits, loss
+
+    def args(self, logits, arena, idx64, tgt64) -> list:
+        cfg = self.config
+        B, T = idx64.shape
+        return [logits.data_ptr(), arena.data_ptr(), self.flat.data_ptr(), idx64.data_ptr(),
+                tgt64.data_ptr(), B, T, cfg.n_embd, cfg.vocab_size, cfg.block_size,
+                cfg.n_layer, cfg.n_head]
+
+    def run(self, idx64: torch.Tensor, tgt64: torch.Tensor, record: bool):
+        """Forward into a fresh logits tensor and a pooled arena. With ``record``, returns the
+        record the reverse sweep needs (arena, tape, the kernel's arguments)."""
+        mod = fused_kernel_module()
+        dtype = self.flat.dtype
+        sfx = _SFX[dtype]
+        B, T = idx64.shape
+        key = (dtype, B, T)
+        logits = torch.empty(B, T, self.config.vocab_size, dtype=dtype)
+        arena = self.take_arena(key)
+        args = self.args(logits, arena, idx64, tgt64)
+        if not record:
+            loss = getattr(mod, f"{_KERNEL}_{sfx}")(*args)
+            self.give_arena(key, arena)
+            return logits, torch.tensor(loss, dtype=dtype), None
+        tape = mod.Tape()
+        loss = getattr(mod, f"{_KERNEL}_reverse_forw_{sfx}")(*args, tape)
+        rec = _Record(self, key, arena, tape, args, logits)
+        return logits, torch.tensor(loss, dtype=dtype), rec
+
+    def sweep(self, rec: "_Record", d_logits: Optional[torch.Tensor], d_loss: float) -> torch.Tensor:
+        """The generated reverse sweep; returns d params (flat, this call's own buffer)."""
+        mod = fused_kernel_module()
+        dtype, B, T = rec.key
+        sfx = _SFX[dtype]
+        d_params = torch.zeros(self.total, dtype=dtype)
+        d_acts = self.zeroed("d_acts", rec.key, rec.arena.numel())
+        if d_logits is None:
+            seed = self.zeroed("d_logits", rec.key, rec.logits.numel())
+        else:
+            seed = d_logits.to(dtype).contiguous().clone()
+        getattr(mod, f"{_KERNEL}_reverse_sweep_{sfx}")(
+            *rec.args, float(d_loss), d_params.data_ptr(), seed.data_ptr(), d_acts.data_ptr(),
+            rec.tape)
+        return d_params
+
+
+class _Record:
+    """One recorded forward: what its reverse sweep needs. The arena goes back to the pool when
+    the sweep is done, or when the record dies unswept (a graph dropped before backward)."""
+
+    __slots__ = ("key", "arena", "tape", "args", "logits", "_release", "__weakref__")
+
+    def __init__(self, fused: _Fused, key, arena, tape, args, logits) -> None:
+        self.key, self.arena, self.tape, self.args, self.logits = key, arena, tape, args, logits
+        self._release = weakref.finalize(self, fused.give_arena, key, arena)
+
+    def release(self) -> None:
+        self.tape = None
+        self._release()
+
+
+class _FusedGPT2(torch.autograd.Function):
+    """``(fused, idx, targets, *params) -> (logits, loss)``; backward = one reverse sweep."""
+
+    @staticmethod
+    def forward(ctx, fused: _Fused, idx64, tgt64, *params):
+        logits, loss, rec = fused.run(idx64, tgt64, record=True)
+        ctx.fused, ctx.rec = fused, rec
+        ctx.save_for_backward(idx64, tgt64, *params)
+        return logits, loss
+
+    @staticmethod
+    def backward(ctx, d_logits, d_loss):
+        fused: _Fused = ctx.fused
+        saved = ctx.saved_tensors  # raises if a parameter was modified in place since forward
+        rec: Optional[_Record] = ctx.rec
+        ctx.rec = None
+        if rec is None or rec.tape is None:
+            # a second backward through the same graph (retain_graph=True): record again
+            fused.ensure_packed()
+            _, _, rec = fused.run(saved[0], saved[1], record=True)
+        try:
+            d_flat = fused.sweep(rec, d_logits, 0.0 if d_loss is None else d_loss.item())
+        finally:
+            rec.release()
+        grads = [d_flat[off:off + n].view(p.shape) for p, off, n in fused.slots]
+        return (None, None, None, *grads)

@@ -1,0 +1,76 @@
+"""Linear layer (built-in kernel ``csrc/kernels/matmul.cpp``, BLAS).
+
+The forward is ``matmul_forward`` (sgemm/dgemm); its derivative is the one hand-written
+derivative in torchclad, the Clad-style custom derivative ``csrc/custom/matmul.cpp`` (also
+BLAS), which the engine wires in as the reverse sweep.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn import Parameter
+
+from . import _builtin
+from ._builtin import check_input, check_int32, check_params_dtype, none_tensor
+
+
+def factory_kwargs(owner: str, device, dtype) -> dict:
+    """``device`` / ``dtype`` arguments of a constructor, checked for what the kernels run on."""
+    if device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"{owner}: device={device!r}; torchclad kernels run on the CPU only")
+    if dtype is not None and dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{owner}: dtype must be torch.float32 or torch.float64, got {dtype}")
+    return {"device": device, "dtype": dtype}
+
+
+class Linear(torch.nn.Module):
+    """``y = x @ weight.T + bias``, like :class:`torch.nn.Linear` (same arguments, init, state).
+
+    ``weight`` is ``(out_features, in_features)``, ``bias`` ``(out_features)``. Input
+    ``(*, in_features)`` with any number of leading dimensions (zero-size included), float32 or
+    float64 matching the parameters, on the CPU.
+    """
+
+    __constants__ = ["in_features", "out_features"]
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        f = factory_kwargs("Linear", device, dtype)
+        for what, v in (("in_features", in_features), ("out_features", out_features)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"Linear: {what} must be a non-negative int, got {v!r}")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(torch.empty((out_features, in_features), **f))
+        if bias:
+            self.bias = Parameter(torch.empty(out_features, **f))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """torch.nn.Linear's initialisation: kaiming-uniform weight, uniform(+-1/sqrt(in)) bias."""
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        dtype = check_params_dtype("Linear", self.weight, self.bias)
+        check_input("Linear", input, dtype=dtype, min_dim=1)
+        if input.shape[-1] != self.in_features:
+            raise ValueError(f"Linear: input's last dimension is {input.shape[-1]}, expected "
+                             f"in_features = {self.in_features} (input shape {tuple(input.shape)})")
+        lead = input.shape[:-1]
+        rows = math.prod(lead)
+        check_int32("Linear", "the number of input elements", rows * max(self.in_features, self.out_features))
+        bias = self.bias if self.bias is not None else none_tensor(self.weight)
+        out = _builtin.matmul(input.reshape(rows, self.in_features), self.weight, bias)
+        return out.reshape(*lead, self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")

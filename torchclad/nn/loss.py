@@ -1,0 +1,94 @@
+"""Cross-entropy loss (fused softmax + NLL kernel ``csrc/kernels/crossentropy.cpp``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+
+from . import _builtin
+from ._builtin import check_input, check_int32, dtype_name
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """Cross-entropy of class-index targets, like :class:`torch.nn.CrossEntropyLoss`.
+
+    Input ``(C)``, ``(N, C)`` or ``(N, C, d1, ..., dk)`` (classes in dim 1); target ``()``,
+    ``(N)`` or ``(N, d1, ..., dk)`` of int64 class indices. One fused kernel computes each
+    row's ``logsumexp - logit[target]`` stably (logits of any size); ``reduction="mean"``
+    averages over the targets that are not ``ignore_index`` (all ignored: nan, like torch),
+    ``"sum"`` adds, ``"none"`` returns the per-element losses (0 where ignored). A target out of
+    range raises ``IndexError`` naming it. Class weights, label smoothing and probability
+    targets are not supported.
+    """
+
+    __constants__ = ["ignore_index", "reduction", "label_smoothing"]
+
+    def __init__(self, weight: Optional[torch.Tensor] = None, size_average=None,
+                 ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            reduction = torch.nn._reduction.legacy_get_string(size_average, reduce)
+        if weight is not None:
+            raise NotImplementedError("torchclad.nn.CrossEntropyLoss: class weights (weight=...) "
+                                      "are not supported; use torch.nn.CrossEntropyLoss")
+        if label_smoothing != 0.0:
+            raise NotImplementedError("torchclad.nn.CrossEntropyLoss: label_smoothing is not "
+                                      "supported; use torch.nn.CrossEntropyLoss")
+        if reduction not in _REDUCTIONS:
+            raise ValueError(f"CrossEntropyLoss: reduction must be one of {_REDUCTIONS}, got "
+                             f"{reduction!r}")
+        if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
+            raise TypeError(f"CrossEntropyLoss: ignore_index must be an int, got {ignore_index!r}")
+        self.register_buffer("weight", None)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = 0.0
+
+    def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        check_input("CrossEntropyLoss", input, min_dim=1)
+        if not isinstance(target, torch.Tensor):
+            raise TypeError(f"CrossEntropyLoss: target must be a tensor of int64 class indices, "
+                            f"got {type(target).__name__}")
+        if target.is_floating_point():
+            raise NotImplementedError(
+                "torchclad.nn.CrossEntropyLoss: class-probability (floating) targets are not "
+                f"supported, got a {dtype_name(target.dtype)} target; pass int64 class indices")
+        if target.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"CrossEntropyLoss: target must be a tensor of int64 class indices, "
+                            f"got {dtype_name(target.dtype)}")
+        if target.device.type != "cpu":
+            raise ValueError(f"CrossEntropyLoss: target is on {target.device}; torchclad kernels "
+                             "run on the CPU only")
+        if input.dim() == 1:
+            C = input.shape[0]
+            want = ()
+            logits = input.reshape(1, C)
+        else:
+            C = input.shape[1]
+            want = (input.shape[0], *input.shape[2:])
+            logits = input.movedim(1, -1).reshape(-1, C) if input.dim() > 2 else input
+        if tuple(target.shape) != tuple(want):
+            raise ValueError(f"CrossEntropyLoss: target has shape {tuple(target.shape)}, expected "
+                             f"{tuple(want)} for input of shape {tuple(input.shape)} (classes in "
+                             "dim 1, or dim 0 of a 1-d input)")
+        if C == 0:
+            raise ValueError(f"CrossEntropyLoss: input of shape {tuple(input.shape)} has 0 classes")
+        rows = math.prod(want)
+        check_int32("CrossEntropyLoss", "the number of logits", rows * C)
+        targets = _builtin.checked_indices(target.reshape(rows), C, self.ignore_index,
+                                           "CrossEntropyLoss")
+        losses = _builtin.crossentropy(logits, targets)
+        if self.reduction == "none":
+            return losses.reshape(want)
+        total = losses.sum()
+        if self.reduction == "sum":
+            return total
+        return total / (targets >= 0).sum().to(losses.dtype)
+
+    def extra_repr(self) -> str:
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"

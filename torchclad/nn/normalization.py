@@ -1,0 +1,85 @@
+"""Layer normalisation (built-in kernel ``csrc/kernels/layernorm.cpp``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence, Union
+
+import torch
+from torch.nn import Parameter
+
+from . import _builtin
+from ._builtin import check_input, check_int32, check_params_dtype, none_tensor
+from .linear import factory_kwargs
+
+
+class LayerNorm(torch.nn.Module):
+    """Layer normalisation over the trailing ``normalized_shape``, like :class:`torch.nn.LayerNorm`.
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias`` with the biased variance; same
+    arguments, initialisation (ones, zeros) and state_dict keys (``weight``, ``bias``) as torch.
+    """
+
+    __constants__ = ["normalized_shape", "eps", "elementwise_affine"]
+
+    def __init__(self, normalized_shape: Union[int, Sequence[int]], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        f = factory_kwargs("LayerNorm", device, dtype)
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        normalized_shape = tuple(normalized_shape)
+        if not normalized_shape or any(not isinstance(d, int) or d < 0 for d in normalized_shape):
+            raise ValueError("LayerNorm: normalized_shape must be an int or a non-empty sequence "
+                             f"of non-negative ints, got {normalized_shape!r}")
+        eps = float(eps)
+        if not eps >= 0:
+            raise ValueError(f"LayerNorm: eps must be >= 0, got {eps}")
+        self.normalized_shape = normalized_shape
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(torch.empty(normalized_shape, **f))
+            if bias:
+                self.bias = Parameter(torch.empty(normalized_shape, **f))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        _builtin.layernorm_op(eps)  # register the op for this eps now, not while compiling
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            torch.nn.init.ones_(self.weight)
+        if self.bias is not None:
+            torch.nn.init.zeros_(self.bias)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        dtype = check_params_dtype("LayerNorm", self.weight, self.bias)
+        k = len(self.normalized_shape)
+        check_input("LayerNorm", input, dtype=dtype, min_dim=k,
+                    what=f" (normalized_shape={self.normalized_shape})")
+        got = tuple(input.shape[input.dim() - k:])
+        if got != self.normalized_shape:
+            if k == 1:
+                msg = (f"input's last dimension is {got[0]}, expected normalized_shape[-1] = "
+                       f"{self.normalized_shape[0]}")
+            else:
+                msg = (f"input's trailing dimensions are {got}, expected normalized_shape = "
+                       f"{self.normalized_shape}")
+            raise ValueError(f"LayerNorm: {msg} (input shape {tuple(input.shape)})")
+        C = math.prod(self.normalized_shape)
+        N = math.prod(input.shape[:input.dim() - k])
+        check_int32("LayerNorm", "the number of input elements", N * C)
+        x = input.reshape(N, C)
+        w = self.weight.reshape(C) if self.weight is not None else none_tensor(x)
+        b = self.bias.reshape(C) if self.bias is not None else none_tensor(x)
+        out, _mean, _rstd = _builtin.layernorm_op(self.eps)(x, w, b)
+        return out.reshape(input.shape)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
