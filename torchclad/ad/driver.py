@@ -217,13 +217,20 @@ class Engine:
         finally:
             self.in_progress.pop()
 
-    def _generate_inner(self, fn, wrt_vars, outputs, adjoints, top, base):
+    def explain(self, name: str, wrt=None) -> str:
+        """The analyses' results for one function, as text (activity, then what the split
+        reverse sweep records, saves and recomputes)."""
+        fn = self.function(name)
+        wrt_vars = self.resolve_wrt(fn, wrt)
+        outputs = tuple(fn.params[i] for i in sorted(written_params(fn))
+                        if fn.params[i].type.real)
+        nfn, act, rv, rec_comb, rec_split = self._analyze(fn, wrt_vars, outputs)
+        return (f"== activity {name}\n{act.dump()}\n== to-be-recorded {name} (split)\n"
+                f"{rec_split.dump(rv.describe)}\n")
+
+    def _analyze(self, fn, wrt_vars, outputs):
         opts = self.options
-        self.log("lowered " + fn.name, cpp.function(fn.name, fn.ret, [(p.type, p.name)
-                                                                      for p in fn.params],
-                                                    fn.body.stmts, fn.template))
         nfn = normalize(fn)
-        self.log("normalized " + fn.name, cpp.block_text(nfn.body.stmts))
 
         def effects(call):
             callee = self.module.functions.get(ir.call_name(call.fn))
@@ -233,14 +240,23 @@ class Engine:
             return written_params(callee)
 
         act = activity_mod.analyze(nfn, self.module, wrt_vars, outputs, effects, opts.analyses)
-        self.log("activity " + fn.name, act.dump())
         adj_names = self._adjoint_names(nfn, act)
         rv = Reverse(self.module, nfn, act, adj_names, self.request_callee, opts)
         facts = rv.collect()
         rec_comb = tbr.plan(facts, rv._reads, opts.analyses, combined_top=True)
         rec_split = tbr.plan(facts, rv._reads, opts.analyses, combined_top=False)
-        names = {v.uid: v.name for v in act.aliases.vars.values()}
-        self.log("to-be-recorded (split) " + fn.name, rec_split.dump(names))
+        return nfn, act, rv, rec_comb, rec_split
+
+    def _generate_inner(self, fn, wrt_vars, outputs, adjoints, top, base):
+        opts = self.options
+        self.log("lowered " + fn.name, cpp.function(fn.name, fn.ret, [(p.type, p.name)
+                                                                      for p in fn.params],
+                                                    fn.body.stmts, fn.template))
+        nfn, act, rv, rec_comb, rec_split = self._analyze(fn, wrt_vars, outputs)
+        self.log("normalized " + fn.name, cpp.block_text(nfn.body.stmts))
+        self.log("activity " + fn.name, act.dump())
+        self.log("to-be-recorded (split) " + fn.name, rec_split.dump(rv.describe))
+        adj_names = rv.adj_names
 
         T = fn.template
         params = [(p.type, p.name) for p in fn.params]

@@ -57,18 +57,18 @@ class Recording:
     def plan(self, scope: tuple) -> ScopePlan:
         return self.plans.get(scope, ScopePlan((), ()))
 
-    def dump(self, names: dict) -> str:
+    def dump(self, describe) -> str:
+        """describe(path) -> a one-line rendering of the statement or block at path."""
         lines = []
         for p in sorted(self.recorded):
-            lines.append(f"record {'.'.join(map(str, p))}")
+            lines.append(f"record     {describe(p)}")
         for s in sorted(self.plans):
             pl = self.plans[s]
             if pl.saved or pl.recomputed:
-                sv = ", ".join(d.var.name for d in pl.saved)
-                rc = ", ".join(d.var.name for d in pl.recomputed)
-                lines.append(f"scope {'.'.join(map(str, s)) or 'fn'}: save [{sv}] "
-                             f"recompute [{rc}]")
-        return "\n".join(lines)
+                sv = ", ".join(d.var.name for d in pl.saved) or "-"
+                rc = ", ".join(d.var.name for d in pl.recomputed) or "-"
+                lines.append(f"scope      {describe(s)}: save [{sv}] recompute [{rc}]")
+        return "\n".join(lines) or "(nothing to record)"
 
 
 @dataclass

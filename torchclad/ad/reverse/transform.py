@@ -208,6 +208,39 @@ class Reverse:
                         f.assigned.setdefault(key, []).append(p)
                     f.writes.append((p, key, frozenset({("call",)})))
 
+    def describe(self, path: tuple) -> str:
+        """`line N: <statement>` for the statement or block at a path (printers use it)."""
+        from ..emit.cpp import Printer
+        node, kind = self.fn.body, "function body"
+        i = 0
+        while i < len(path):
+            k = path[i]
+            if isinstance(node, ir.Block):
+                if k < 0 or k >= len(node.stmts):
+                    return "parameters" if k < 0 else "end of block"
+                node, i = node.stmts[k], i + 1
+            elif isinstance(node, ir.If):
+                node, i = (node.then if k == 0 else node.other), i + 1
+            elif isinstance(node, ir.Loop):
+                part = (node.init, None, node.inc)[k] if k in (0, 2) else None
+                if k == 1:
+                    node, i = node.body, i + 1
+                elif k == 3:
+                    return "end of loop"
+                else:
+                    node, i = part[path[i + 1]], i + 2
+            else:
+                break
+        line = getattr(node, "loc", None)
+        where = f"line {line.line}: " if line is not None and line.line else ""
+        if isinstance(node, (ir.Decl, ir.Assign, ir.ExprStmt)):
+            return where + Printer().stmt(node, 0)[0].strip()
+        if isinstance(node, ir.Loop):
+            return where + "loop"
+        if isinstance(node, ir.Block):
+            return where + ("function body" if path == () else "block")
+        return where + type(node).__name__.lower()
+
     # ------------------------------------------------------------------ reads
     def _reads(self, e) -> set:
         """Object keys generated code reads: primal variables (any type) and primal
