@@ -442,7 +442,10 @@ class Session:
             d = differentiate(path.read_text(), case.fn, case.wrt, filename=str(path),
                               options=Options(analyses=analyses))
         except DiffError as e:
-            raise CorpusFailure("diff-error", f"DiffError: {e}") from None
+            text = str(e)
+            if not re.match(r"\S.*:\d+:\d+: ", text):  # docs/internals.md: messages start with file:line:col
+                text += "  [and the message lacks the file:line:col: prefix]"
+            raise CorpusFailure("diff-error", f"DiffError: {text}") from None
         except Exception as e:  # an engine crash is a failure of its own kind
             raise CorpusFailure("diff-error", f"engine raised {type(e).__name__}: {e}") from None
         finally:

@@ -50,6 +50,7 @@ def test_leading_dims_and_zero_size(lead):
                   rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")
 def test_degenerate_features():
     # in_features = 0: out = bias; out_features = 0: empty output; both still differentiable
     assert_parity(torch.nn.Linear(0, 3), tnn.Linear(0, 3), torch.randn(4, 0))

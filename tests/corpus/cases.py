@@ -259,6 +259,15 @@ CASES: list[Case] = [
        tags=["for (;;)", "while (true)", "break", "++i in condition"]),
     _c("expr_forms", "expr_forms.cpp", "expr_forms", {"x": s(0.5, 1.0), "y": s(-1.0, -0.5)},
        tags=["chained assignment", "call as call argument", "call in condition", "unary minus/plus"]),
+    _c("nested_call_args", "nested_call_args.cpp", "nested_call_args", {"x": s(0.5, 1.0), "y": s(-1.0, -0.5)},
+       tags=["call as call argument", "call in condition", "call in ternary"]),
+    _c("call_in_condition", "call_in_condition.cpp", "call_in_condition", {"x": s(0.5, 1.0), "y": s(-1.0, -0.5)},
+       tags=["call as call argument", "call in condition"],
+       expected=lambda v: {
+           "x": (v["x"] + 2 * v["y"]) ** 2 + 2 * (v["x"] + v["y"]) * (v["x"] + 2 * v["y"])
+           + 2 * v["x"] * (v["y"] + v["x"] * v["y"]) + v["x"] ** 2 * v["y"],
+           "y": (v["x"] + 2 * v["y"]) ** 2 + 4 * (v["x"] + v["y"]) * (v["x"] + 2 * v["y"])
+           + v["x"] ** 2 * (1 + v["x"])}),
     # ---- math ---------------------------------------------------------------------------------
     _c("math_exp_log", "math_exp_log.cpp", "math_exp_log", {"x": s(0.5, 1.5), "y": s(0.5, 1.5)},
        tags=["std::exp", "std::log", "std::log1p", "std::sqrt"]),

@@ -370,6 +370,8 @@ def _uses_tape(stmts) -> bool:
         for x in ir.walk_stmts(s):
             if isinstance(x, (ir.TapePush, ir.TapeArray)):
                 return True
+            if isinstance(x, ir.RawStmt) and "_tape" in x.text:
+                return True
             for e in ir.stmt_exprs(x):
                 for y in ir.walk_expr(e):
                     if isinstance(y, ir.TapePop) or (isinstance(y, ir.Var) and y.name == "_tape"):

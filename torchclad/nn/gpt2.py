@@ -119,7 +119,7 @@ class GPT2(torch.nn.Module):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         # llm.c / Hugging Face checkpoints carry the causal mask as a buffer "attn.bias"
         # (and "attn.masked_bias"); it is not state here: drop it when loading.
-        self._register_load_state_dict_pre_hook(_drop_mask_buffers)
+        self.register_load_state_dict_pre_hook(_drop_mask_buffers)
         self._fused: Optional[_Fused] = _Fused(self) if self.fused else None
 
     # ---- nanoGPT conveniences

@@ -3,6 +3,7 @@
 // Kinks follow PyTorch: max/min ties split evenly, sign(0) = 0.
 #pragma once
 #include <cmath>
+#include <vector>  // per-iteration slots of parallel loops
 
 namespace torchclad {
 namespace rt {

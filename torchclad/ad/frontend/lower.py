@@ -7,13 +7,14 @@ shadows a visible name, or a user identifier that could collide with generated n
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import clang.cindex as ci
 
 from .. import ir
 from ..errors import DiffError, Loc
 from . import fence
-from .parse import binary_op, loc_of, parse, unary_op
+from .parse import binary_op, loc_of, parse, pragmas, unary_op
 
 K = ci.CursorKind
 TK = ci.TypeKind
@@ -36,6 +37,7 @@ class _Lowerer:
         self.uid = 0
         self.globals: dict = {}
         self.pre: list | None = None      # side effects pulled out of the expression at hand
+        self.pragmas: dict = {}           # line -> pragma text (omp / torchclad)
         self.n_inc = 0
 
     # ------------------------------------------------------------------ helpers
@@ -244,8 +246,6 @@ class _Lowerer:
                 return [ir.Return(None, L)]
             pre, value = self.effects(lambda: self.expr(ch[0]))
             return pre + [ir.Return(value, L)]
-        if k.name.startswith("OMP_"):
-            return self.omp(c)
         if k.is_expression() or k == K.UNEXPOSED_STMT:
             pre, stmts = self.effects(lambda: self.expr_stmt(c))
             return pre + stmts
@@ -259,25 +259,6 @@ class _Lowerer:
             ch = list(s.get_children())
             return [ir.Case(None, self.loc(s))] + self.case_items(ch[-1])
         return self.stmt(s)
-
-    def omp(self, c) -> list:
-        k = c.kind.name
-        inner = [x for x in c.get_children() if x.kind.is_statement()]
-        if k == "OMP_PARALLEL_FOR_DIRECTIVE" and inner:
-            stmt = inner[-1]
-            while stmt.kind == K.UNEXPOSED_STMT or stmt.kind.name == "CAPTURED_STMT":
-                kids = [x for x in stmt.get_children() if x.kind.is_statement()]
-                if not kids:
-                    break
-                stmt = kids[-1]
-            if stmt.kind == K.FOR_STMT:
-                loop = self.for_stmt(stmt)
-                text = " ".join(t.spelling for t in c.get_tokens()).split("\n")[0]
-                clauses = _omp_clauses(c)
-                return [ir.Loop(loop.init, loop.cond, loop.inc, loop.body, loop.loc,
-                                "omp parallel for" + clauses)]
-        self.err(c, f"OpenMP construct {k} is not supported; only '#pragma omp parallel for' "
-                    "on a for loop is")
 
     def for_stmt(self, c) -> ir.Loop:
         kids = list(c.get_children())
@@ -315,7 +296,16 @@ class _Lowerer:
             inc = ipre + inc
         body = self.as_block(body_c)
         self.pop()
-        return self.loop_with_effects(tuple(init), pre, cond, tuple(inc), body, self.loc(c))
+        loop = self.loop_with_effects(tuple(init), pre, cond, tuple(inc), body, self.loc(c))
+        pragma = self.pragmas.get(c.extent.start.line, "")
+        if pragma.startswith("omp"):
+            words = pragma.split()
+            if words[:3] == ["omp", "parallel", "for"] or words[:2] == ["omp", "for"]:
+                return replace(loop, pragma=pragma)
+            if words[:2] != ["omp", "simd"]:
+                self.err(c, f"'#pragma {pragma}' is not supported; only '#pragma omp parallel "
+                            "for' (and 'omp simd') on a for loop are")
+        return loop
 
     def loop_with_effects(self, init, pre, cond, inc, body, L) -> ir.Loop:
         """`while (i-- > 0) body` -> `for (;;) { c = i > 0; i -= 1; if (!c) break; body }`"""
@@ -584,22 +574,6 @@ def _in_namespace(cursor, name: str) -> bool:
     return False
 
 
-def _omp_clauses(c) -> str:
-    toks = [t.spelling for t in c.get_tokens()]
-    # tokens of the directive line: '#', 'pragma', 'omp', 'parallel', 'for', clauses..., then
-    # the for statement; libclang's extent covers the statement only on some versions.
-    if "for" in toks:
-        i = toks.index("for")
-        rest = []
-        for t in toks[i + 1:]:
-            if t == "for":
-                break
-            rest.append(t)
-        text = " ".join(rest).replace(" ( ", "(").replace(" )", ")")
-        return (" " + text) if text else ""
-    return ""
-
-
 def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = ()) -> ir.Module:
     """Parse and lower every function defined in the main file."""
     tu = parse(source, filename, extra_args)
@@ -621,6 +595,7 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
                 visit(c, in_custom)
 
     visit(tu.cursor)
+    marks = pragmas(source)
     names = {c.spelling for c in fn_cursors}
     globals_: dict = {}
     gl = _Lowerer(filename, (), names)
@@ -638,6 +613,7 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
                             "parameters are supported")
         lw = _Lowerer(filename, template, names)
         lw.globals = {n: g.var for n, g in globals_.items()}
+        lw.pragmas = marks
         if c in custom_cursors:
             params = []
             lw.push()

@@ -6,6 +6,7 @@ compiler where its include directories are and pass them as -isystem.
 from __future__ import annotations
 
 import functools
+import re
 import os
 import shutil
 import subprocess
@@ -63,7 +64,9 @@ def runtime_include_dir() -> str:
 
 
 def parse(source: str, filename: str = "kernel.cpp", extra_args: tuple = ()) -> ci.TranslationUnit:
-    args = ["-x", "c++", "-std=c++17", "-fopenmp", "-Wno-unknown-pragmas"]
+    # no -fopenmp: libclang hides a loop under an OpenMP directive inside a captured
+    # statement; pragmas are read from the text instead (see pragmas()).
+    args = ["-x", "c++", "-std=c++17", "-Wno-unknown-pragmas", "-Wno-source-uses-openmp"]
     for d in system_include_dirs():
         args += ["-isystem", d]
     args += ["-I", runtime_include_dir()]
@@ -84,3 +87,26 @@ def parse(source: str, filename: str = "kernel.cpp", extra_args: tuple = ()) -> 
 def loc_of(cursor, filename: str) -> Loc:
     l = cursor.location
     return Loc(l.file.name if l.file else filename, l.line, l.column)
+
+
+_PRAGMA = re.compile(r"^\s*#\s*pragma\s+(omp\b.*|torchclad\b.*)$")
+
+
+def pragmas(source: str) -> dict:
+    """{line of the statement a pragma applies to: pragma text} for omp/torchclad pragmas.
+    A pragma applies to the next non-blank, non-comment line."""
+    lines = source.splitlines()
+    out = {}
+    for i, line in enumerate(lines):
+        m = _PRAGMA.match(line)
+        if not m:
+            continue
+        text = re.sub(r"\s+", " ", m.group(1).strip())
+        while text.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            text = text[:-1].strip() + " " + lines[i].strip()
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip() or lines[j].strip().startswith("//")):
+            j += 1
+        out[j + 1] = text
+    return out

@@ -140,7 +140,109 @@ class Assembler:
             return [s]
         raise DiffError(getattr(s, "loc", None), f"internal: forward of {type(s).__name__}")
 
+    # ------------------------------------------------------------------ parallel loops
+    def _par_slots(self, s: ir.Loop, p) -> "list | None":
+        """For a canonical `omp parallel for` loop whose body records nothing but a fixed set
+        of scalars saved at the end of each iteration: those scalars (kept per iteration in
+        slots instead of on the shared tape). None when the loop cannot run in parallel."""
+        canon = self.rv.canon.get(p)
+        if canon is None or not canon.up or not s.pragma.startswith("omp parallel for"):
+            return None
+        saved = list(self.rec.plan(p + (1,)).saved)
+        if any(d.var.type.is_array for d in saved):
+            return None
+        body = self.fwd_block(s.body, p + (1,))
+        n_tape = sum(1 for st in body for x in ir.walk_stmts(st)
+                     if isinstance(x, (ir.TapePush, ir.TapeArray)) or
+                     (isinstance(x, (ir.ExprStmt, ir.Decl, ir.Assign)) and "_tape" in repr(x)))
+        if n_tape != len(saved):
+            return None
+        return saved
+
+    def _slot_vars(self, saved) -> list:
+        out = []
+        for d in saved:
+            t = d.var.type
+            base = "unsigned char" if t.base == "bool" and not t.ptr else t.value().spell()
+            out.append(ir.Var(self.names.fresh("_t", ir.INT).name, ir.Type(base), 0))
+        return out
+
+    def _offset(self, canon) -> ir.Expr:
+        if isinstance(canon.lo, ir.Const) and canon.lo.text == "0":
+            return canon.var
+        return ir.Binary("-", canon.var, canon.lo, ir.LONG)
+
+    def _count(self, canon) -> ir.Expr:
+        if isinstance(canon.lo, ir.Const) and canon.lo.text == "0":
+            return ir.Cond(ir.Binary(">", canon.hi, canon.lo, ir.BOOL), canon.hi,
+                           ir.Const("0", ir.LONG), ir.LONG)
+        n = ir.Binary("-", canon.hi, canon.lo, ir.LONG)
+        return ir.Cond(ir.Binary(">", canon.hi, canon.lo, ir.BOOL), n, ir.Const("0", ir.LONG),
+                       ir.LONG)
+
+    def fwd_parallel(self, s: ir.Loop, p, saved) -> list:
+        canon = self.rv.canon[p]
+        slots = self._slot_vars(saved)
+        n = self.names.fresh("_t", ir.LONG)
+        body = [st for st in self.fwd_block(s.body, p + (1,)) if not isinstance(st, ir.TapePush)]
+        off = _spell(self._offset(canon))
+        body += [ir.RawStmt(f"{v.name}[{off}] = {d.var.name};") for v, d in zip(slots, saved)]
+        init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
+        out = [ir.Decl(n, self._count(canon))]
+        out += [ir.RawStmt(f"std::vector<{v.type.base}> {v.name}({n.name});") for v in slots]
+        out.append(ir.Loop(tuple(init), s.cond, s.inc, ir.Block(tuple(body)), s.loc, s.pragma))
+        out += [ir.RawStmt(f"_tape.push_array({v.name}.data(), {n.name});") for v in slots]
+        return [ir.Block(tuple(out), s.loc)]
+
+    def rev_parallel(self, s: ir.Loop, p, saved) -> list:
+        from .parallel import ParallelCheck, reverse_clauses
+        canon = self.rv.canon[p]
+        slots = self._slot_vars(saved)
+        n = self.names.fresh("_t", ir.LONG)
+        body = self.rev_block(s.body, p + (1,))
+        slot_of = {d.var.uid: v for v, d in zip(slots, saved)}
+        off = self._offset(canon)
+        new_body = []
+        for st in body:
+            if isinstance(st, ir.Decl) and isinstance(st.init, ir.TapePop) and \
+                    st.var.uid in slot_of:
+                v = slot_of[st.var.uid]
+                elem = ir.Index(ir.Var(v.name, ir.Type(v.type.base, 1), 0), off, v.type)
+                new_body.append(ir.Decl(st.var, ir.Cast(elem, st.var.type.value(), "static"),
+                                        (), st.loc))
+            else:
+                new_body.append(st)
+        out = [ir.Decl(n, self._count(canon))]
+        out += [ir.RawStmt(f"std::vector<{v.type.base}> {v.name}({n.name});") for v in slots]
+        out += [ir.RawStmt(f"_tape.pop_array({v.name}.data(), {n.name});")
+                for v in reversed(slots)]
+        inner, pointers, varying = {}, {}, set()
+        for path, c in self.rv.canon.items():
+            if path[:len(p) + 1] == p + (1,):
+                inner[c.var.uid] = (c.lo, c.hi)
+        for st in ir.walk_stmts(s.body):
+            if isinstance(st, ir.Decl):
+                varying.add(st.var.uid)
+                if st.var.type.is_pointer and st.init is not None:
+                    pointers[st.var.uid] = st.init
+            if isinstance(st, ir.Assign) and isinstance(st.target, ir.Var):
+                varying.add(st.target.uid)
+                pointers.pop(st.target.uid, None)
+        clauses = reverse_clauses(ParallelCheck(canon.var, inner, pointers, varying), new_body)
+        pragma = "" if clauses is None else ("omp parallel for " + clauses).strip()
+        head = ir.Decl(canon.var, canon.lo)
+        loop = ir.Loop((head,), ir.Binary("<", canon.var, canon.hi, ir.BOOL),
+                       (ir.Assign("+=", canon.var, ir.Const("1", ir.INT)),),
+                       ir.Block(tuple(new_body)), s.loc, pragma)
+        return [ir.Block(tuple(out + [loop]), s.loc)] if slots else [loop]
+
     def fwd_loop(self, s: ir.Loop, p) -> list:
+        if s.pragma:
+            saved = self._par_slots(s, p)
+            if saved:
+                return self.fwd_parallel(s, p, saved)
+            if saved is None:
+                s = replace(s, pragma="")          # recording inside: the forward runs serially
         body = self.fwd_block(s.body, p + (1,))
         init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
         inc = [x for k, st in enumerate(s.inc) for x in self.fwd_stmt(st, p + (2, k))]
@@ -250,6 +352,8 @@ class Assembler:
     def rev_loop(self, s: ir.Loop, p) -> list:
         if not self._loop_has_reverse(s, p):
             return []
+        if s.pragma and self._par_slots(s, p) is not None:
+            return self.rev_parallel(s, p, self._par_slots(s, p))
         body = self.rev_block(s.body, p + (1,))
         canon = self.rv.canon.get(p)
         init_decls = [st for st in s.init if isinstance(st, ir.Decl)]
@@ -268,7 +372,7 @@ class Assembler:
             others = [d for d in init_decls if d.var.uid != v.uid]
             pre = self._scope_restores(p, others)
             loop = ir.Loop((head,), cond, inc, ir.Block(tuple(body)), s.loc,
-                           self._rev_pragma(s))
+                           "")
             return pre + [loop] + init_rev if pre or init_rev else [loop]
         pre = self._scope_restores(p, init_decls)
         cnt = self.names.fresh("_t", ULONG)
@@ -279,8 +383,6 @@ class Assembler:
                        ir.Block(tuple(inc_rev + body)), s.loc)
         return [ir.Block(tuple(pre + [loop] + init_rev))]
 
-    def _rev_pragma(self, s: ir.Loop) -> str:
-        return ""
 
 
 def _count(t: ir.Type) -> str:
@@ -288,3 +390,8 @@ def _count(t: ir.Type) -> str:
     for d in t.dims:
         n = d if n == "1" else f"{n} * {d}"
     return n
+
+
+def _spell(e) -> str:
+    from ..emit.cpp import Printer
+    return Printer().expr(e)

@@ -1,0 +1,217 @@
+"""AD overhead: the engine's generated reverse sweep vs a hand-written backward, in C++.
+
+For each llm.c-style kernel of ``csrc/kernels/`` (layernorm, GELU, softmax, attention,
+cross-entropy) this builds ONE program from
+
+* the engine's translation unit (``torchclad.ad.differentiate(...).translation_unit()``:
+  the kernel, ``<f>_reverse_forw`` and ``<f>_reverse_sweep``),
+* a hand-written float32 backward of the same kernel, ``benchmarks/oracles/<kernel>_backward.cpp``
+  (benchmark oracle only, never imported by the package),
+* ``benchmarks/reverse/<kernel>_main.cpp`` + ``reverse/harness.h`` (the timing loop),
+
+compiled with the package's flags (``-O3 -std=c++17 -fno-fast-math -fopenmp``; no
+``-march=native``). The program first checks the hand-written adjoints against the generated
+ones (relative 1e-5; cross-entropy also against a float64 reference) and refuses to time an
+oracle that disagrees; then it times, interleaved round by round: the forward kernel, the
+hand-written backward (after that forward), the augmented forward ``reverse_forw`` (fresh tape)
+and the generated ``reverse_sweep`` (consuming that tape).
+
+Sizes: the Enzyme GPT-2 study's (layernorm B4,T64,C768; GELU 4*64*3072; attention B4,T64,C768,NH12;
+softmax 4*12*64 rows of 64; cross-entropy B4,T64,V50304).
+
+Results: section ``reverse_sweep`` of ``benchmarks/results.json`` and the table in
+``benchmarks/results.md``. Ratios are min/min from the same run; the target is
+generated/hand-written <= 1.3x.
+
+    python benchmarks/bench_reverse.py [--quick] [--kernels layernorm,gelu] [--keep DIR]
+    pytest benchmarks/bench_reverse.py --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import benchlib as bl
+
+SECTION = "reverse_sweep"
+TARGET = 1.3  # generated / hand-written, the project's goal
+
+
+@dataclass(frozen=True)
+class RevCase:
+    kernel: str           # benchmarks/reverse/<kernel>_main.cpp, benchmarks/oracles/<kernel>_backward.cpp
+    function: str         # the registry entry (torchclad/kernels.py) that is differentiated
+    label: str
+    defines: dict = field(default_factory=dict)
+
+
+CASES: tuple[RevCase, ...] = (
+    RevCase("layernorm", "layernorm_forward", "layernorm B4,T64,C768",
+            {"BENCH_B": 4, "BENCH_T": 64, "BENCH_C": 768}),
+    RevCase("gelu", "gelu_forward", "GELU (tanh) N=4*64*3072", {"BENCH_N": 4 * 64 * 3072}),
+    RevCase("softmax", "softmax_forward", "softmax 4*12*64 rows of 64",
+            {"BENCH_ROWS": 4 * 12 * 64, "BENCH_C": 64}),
+    RevCase("attention", "attention_forward", "attention B4,T64,C768,NH12",
+            {"BENCH_B": 4, "BENCH_T": 64, "BENCH_C": 768, "BENCH_NH": 12}),
+    RevCase("crossentropy", "crossentropy_forward", "cross-entropy B4,T64,V50304",
+            {"BENCH_B": 4, "BENCH_T": 64, "BENCH_V": 50304}),
+)
+
+
+def _spec(function: str):
+    from torchclad.kernels import KERNELS
+
+    for s in KERNELS:
+        if s.name == function:
+            return s
+    return None
+
+
+def generate(case: RevCase, out_dir: Path) -> tuple[Path | None, float, str]:
+    """Run the engine on the registry entry; write the TU. (path, seconds, why-not)."""
+    spec = _spec(case.function)
+    if spec is None:
+        return None, 0.0, f"not available yet: {case.function} is not in torchclad/kernels.py"
+    from torchclad.ad import differentiate
+    from torchclad.kernels import unit_source
+
+    t0 = time.perf_counter()
+    d = differentiate(unit_source(spec), spec.name, None if spec.wrt is None else list(spec.wrt),
+                      filename=f"csrc/kernels/{spec.file}")
+    tu = d.translation_unit()
+    seconds = time.perf_counter() - t0
+    path = out_dir / f"{case.kernel}_generated.cpp"
+    path.write_text(tu)
+    return path, seconds, ""
+
+
+def build(case: RevCase, tu: Path, out_dir: Path) -> tuple[Path, float]:
+    prog = out_dir / f"{case.kernel}_bench.cpp"
+    prog.write_text(
+        "// written by benchmarks/bench_reverse.py\n"
+        f'#include "{tu}"\n'
+        f'#include "oracles/{case.kernel}_backward.cpp"\n'
+        f'#include "reverse/{case.kernel}_main.cpp"\n')
+    exe = out_dir / f"{case.kernel}_bench"
+    cmd = [*bl.cxx(), *bl.PACKAGE_CXXFLAGS, f"-I{bl.HERE}", f"-I{bl.ROOT / 'csrc' / 'runtime'}",
+           *(f"-D{k}={v}" for k, v in case.defines.items()), str(prog), "-o", str(exe)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling the {case.kernel} benchmark failed:\n{proc.stderr[-4000:]}")
+    return exe, time.perf_counter() - t0
+
+
+def summarize(case: RevCase, raw: dict, gen_s: float, build_s: float) -> dict:
+    t = {k: bl.stats(v) for k, v in raw["times"].items()}
+    fwd, hand, aug, sweep = (t["forward"], t["hand_backward"], t["reverse_forw"],
+                             t["reverse_sweep"])
+    gen_total = {"min": aug["min"] + sweep["min"], "median": aug["median"] + sweep["median"]}
+    hand_total = {"min": fwd["min"] + hand["min"], "median": fwd["median"] + hand["median"]}
+    r = bl.ratio(sweep, hand)
+    return {
+        "kernel": case.kernel, "label": case.label, "function": case.function,
+        "status": "ok", "sizes": raw["sizes"], "tape_bytes": raw["tape_bytes"],
+        "check": raw["check"], "tol": raw["tol"],
+        "times": t,
+        "ratios": {
+            "sweep_over_hand": r,
+            "sweep_over_hand_median": bl.ratio(sweep, hand, "median"),
+            "sweep_over_forward": bl.ratio(sweep, fwd),
+            "hand_over_forward": bl.ratio(hand, fwd),
+            "reverse_forw_over_forward": bl.ratio(aug, fwd),
+            "fwd_bwd_generated_over_hand": bl.ratio(gen_total, hand_total),
+        },
+        "meets_target": None if r is None else r <= TARGET,
+        "spread_sweep": bl.spread(sweep), "spread_hand": bl.spread(hand),
+        "generate_seconds": gen_s, "compile_seconds": build_s,
+    }
+
+
+def run_case(case: RevCase, out_dir: Path, rounds: int, min_seconds: float) -> dict:
+    base = {"kernel": case.kernel, "label": case.label, "function": case.function}
+    try:
+        tu, gen_s, why = generate(case, out_dir)
+        if tu is None:
+            return {**base, "status": "unavailable", "reason": why}
+        exe, build_s = build(case, tu, out_dir)
+        proc = subprocess.run([str(exe), "--rounds", str(rounds), "--min-seconds", str(min_seconds)],
+                              capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            return {**base, "status": "error",
+                    "reason": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
+        return summarize(case, json.loads(proc.stdout), gen_s, build_s)
+    except Exception as e:  # a broken case is a row, not the end of the suite
+        return {**base, "status": "error", "reason": f"{type(e).__name__}: {e}"[-2000:]}
+
+
+def run_all(kernels: list[str] | None = None, quick: bool = False, keep: Path | None = None,
+            write: bool = True) -> dict:
+    rounds, min_seconds = (5, 0.2) if quick else (30, 1.5)
+    cases = [c for c in CASES if kernels is None or c.kernel in kernels]
+    machine = bl.machine_info(with_torch=False)
+    with tempfile.TemporaryDirectory(prefix="torchclad_bench_reverse_") as tmp:
+        out_dir = Path(keep) if keep else Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        rows = [run_case(c, out_dir, rounds, min_seconds) for c in cases]
+    payload = {
+        "machine": machine,
+        "method": ("one C++ program per kernel, package flags " + " ".join(bl.PACKAGE_CXXFLAGS)
+                   + f"; {rounds}+ interleaved rounds (>= {min_seconds} s of sweeps) after 2 warm-up "
+                   "rounds; ratios of minima; fresh tape per round"),
+        "target_sweep_over_hand": TARGET,
+        "quick": quick,
+        "rows": rows,
+    }
+    if write:
+        if kernels is not None:  # a partial run keeps the other kernels' rows
+            old = bl.load_results().get("sections", {}).get(SECTION, {}).get("rows", [])
+            mine = {r["kernel"] for r in rows}
+            payload["rows"] = [r for r in old if r.get("kernel") not in mine] + rows
+        bl.update_section(SECTION, payload)
+    return payload
+
+
+def table(payload: dict) -> str:
+    import render
+
+    return render.reverse_table(payload)
+
+
+def test_reverse_sweep(benchmark):
+    """pytest-benchmark entry point: one round of the whole suite; numbers in results.json."""
+    if not bl.have_cxx():
+        import pytest
+
+        pytest.skip("no C++ compiler")
+    payload = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    print("\n" + table(payload))
+    for row in payload["rows"]:
+        benchmark.extra_info[row["kernel"]] = row.get("ratios") or row.get("reason")
+    broken = [r for r in payload["rows"] if r["status"] == "error"]
+    assert not broken, "\n".join(f"{r['kernel']}: {r['reason']}" for r in broken)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="few rounds (a smoke run)")
+    ap.add_argument("--kernels", help="comma-separated subset of: "
+                    + ",".join(c.kernel for c in CASES))
+    ap.add_argument("--keep", type=Path, help="build in (and keep) this directory")
+    ap.add_argument("--no-write", action="store_true", help="do not update results.json")
+    args = ap.parse_args(argv)
+    kernels = args.kernels.split(",") if args.kernels else None
+    payload = run_all(kernels, args.quick, args.keep, write=not args.no_write)
+    print(table(payload))
+    return 1 if any(r["status"] == "error" for r in payload["rows"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
