@@ -88,8 +88,8 @@ def test_opcheck():
     for dtype in (torch.float32, torch.float64):
         w = torch.randn(6, 3, dtype=dtype, requires_grad=True)
         torch.library.opcheck(_builtin.embedding, (torch.tensor([5, 0, 5]), w))
-        torch.library.opcheck(_builtin.encoder, (torch.tensor([[5, 0], [1, 1]]), w,
-                                                 torch.randn(3, 3, dtype=dtype, requires_grad=True)))
+        wpe = torch.randn(3, 3, dtype=dtype, requires_grad=True)
+        torch.library.opcheck(_builtin.encoder, (torch.tensor([[5, 0], [1, 1]]), w, wpe))
     torch.library.opcheck(_builtin.checked_indices, (torch.tensor([1, 2, 0]), 3, None, "Embedding"))
     torch.library.opcheck(_builtin.checked_indices,
                           (torch.tensor([1, -100, 0]), 3, -100, "CrossEntropyLoss"))

@@ -114,4 +114,5 @@ def test_assert_parity_reports_mismatch():
         assert_parity(torch.nn.Tanh(), tnn.GELU(), torch.randn(5))
     lin_a, lin_b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
     errors = assert_parity(lin_a, lin_b, torch.randn(4, 3))  # state_dict copied a -> b
-    assert {"grad of parameter 'weight'", "grad of parameter 'bias'", "grad of input 0"} <= set(errors)
+    assert {"grad of parameter 'weight'", "grad of parameter 'bias'",
+            "grad of input 0"} <= set(errors)

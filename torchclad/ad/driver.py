@@ -104,6 +104,8 @@ class Engine:
         self.order: list = []
         self.in_progress: list = []
         self.callee_cache: dict = {}
+        self.callee_deps: dict = {}        # callee key -> names of the functions it needs
+        self.needed: list = []             # stack: names the function being generated needs
 
     def log(self, stage: str, text: str):
         if self.options.verbose >= 2:
@@ -163,10 +165,10 @@ class Engine:
         outputs = tuple(fn.params[i] for i in sorted(written) if fn.params[i].type.real)
         adjoints = tuple(wrt_vars) + tuple(p for p in outputs if p not in wrt_vars)
         if name + "_pullback" in self.module.customs:
-            self._generate_custom(fn, adjoints)
+            need = self._generate_custom(fn, adjoints)
         else:
-            self._generate(fn, wrt_vars, outputs, adjoints, top=True, base=name)
-        funcs = tuple((n, self.generated[n]) for n in self.order)
+            need = self._generate(fn, wrt_vars, outputs, adjoints, top=True, base=name)
+        funcs = tuple((n, self.generated[n]) for n in self.order if n in need)
         src = dict(zip((p.uid for p in fn.params), fn.source_names or
                        tuple(p.name for p in fn.params)))
         return Derivative(
@@ -196,6 +198,8 @@ class Engine:
         fn = self.function(name)
         key = (name, mask)
         if key in self.callee_cache:
+            if self.needed:
+                self.needed[-1] |= self.callee_deps[key]
             return self.callee_cache[key]
         if key in self.in_progress or any(k[0] == name for k in self.in_progress):
             raise DiffError(loc, f"recursive call to '{name}' is not supported in "
@@ -204,18 +208,26 @@ class Engine:
         base = name if list(mask) == reals else f"{name}_d{'_'.join(map(str, mask))}"
         adj = tuple(fn.params[i] for i in mask)
         outputs = tuple(fn.params[i] for i in sorted(written_params(fn)) if i in mask)
-        self._generate(fn, adj, outputs, adj, top=False, base=base)
+        deps = self._generate(fn, adj, outputs, adj, top=False, base=base)
         info = Callee(base + "_reverse_forw", base + "_reverse_sweep")
         self.callee_cache[key] = info
+        self.callee_deps[key] = deps
+        if self.needed:
+            self.needed[-1] |= deps
         return info
 
     # ------------------------------------------------------------------ one function
-    def _generate(self, fn, wrt_vars, outputs, adjoints, top: bool, base: str):
+    def _generate(self, fn, wrt_vars, outputs, adjoints, top: bool, base: str) -> set:
+        """Generate one function's derivatives; returns the names of every generated
+        function they need (their own and their callees', transitively)."""
         self.in_progress.append((fn.name, tuple(fn.params.index(p) for p in adjoints)))
+        self.needed.append(set())
         try:
-            self._generate_inner(fn, wrt_vars, outputs, adjoints, top, base)
+            own = self._generate_inner(fn, wrt_vars, outputs, adjoints, top, base)
+            return self.needed[-1] | own
         finally:
             self.in_progress.pop()
+            self.needed.pop()
 
     def explain(self, name: str, wrt=None) -> str:
         """The analyses' results for one function, as text (activity, then what the split
@@ -295,6 +307,7 @@ class Engine:
             if n not in self.generated:
                 self.generated[n] = t
                 self.order.append(n)
+        return {n for n, _ in texts}
 
     def _generate_custom(self, fn: ir.Function, adjoints: tuple):
         """A requested function with a clad::custom_derivatives pullback: the split pair and
@@ -347,6 +360,7 @@ class Engine:
             if n_ not in self.generated:
                 self.generated[n_] = t
                 self.order.append(n_)
+        return {n_ for n_, _ in texts}
 
     def _adjoint_names(self, fn: ir.Function, act) -> dict:
         """`_d_<name>`; a variable whose adjoint would be the return seed `_d_y` gets

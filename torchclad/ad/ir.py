@@ -280,6 +280,7 @@ class Function:
     loc: Loc = NOLOC
     custom: bool = False      # defined in clad::custom_derivatives
     source_names: tuple = ()  # parameter names as written (params may be renamed)
+    write_once: tuple = ()    # uids of pointer params marked TORCHCLAD_WRITE_ONCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +394,22 @@ def root_var(e) -> "Var | None":
             e = e.lhs if (e.lhs.type.is_memory) else e.rhs
         elif isinstance(e, Cast) and e.type.is_pointer:
             e = e.operand
+        elif isinstance(e, Cond):
+            # c ? p : nullptr, or two pointers into the same array
+            sides = [x for x in (e.then, e.other) if not is_null(x)]
+            roots = {id(r): r for r in (root_var(x) for x in sides)}
+            rs = list(roots.values())
+            if len(rs) == 1 or (len(rs) == 2 and rs[0] == rs[1]):
+                return rs[0]
+            return None
         else:
             return None
+
+
+def is_null(e) -> bool:
+    while isinstance(e, Cast):
+        e = e.operand
+    return isinstance(e, Const) and e.text in ("nullptr", "NULL", "0")
 
 
 def call_name(fn: str) -> str:

@@ -132,7 +132,8 @@ def _matmul_out(inp, weight, bias):
 matmul = builtin_op(
     "matmul_forward", inputs=["inp", "weight", "bias"],
     outputs={"out": _matmul_out},
-    sizes={"BT": lambda inp, weight, bias: inp.shape[0], "C": lambda inp, weight, bias: inp.shape[1],
+    sizes={"BT": lambda inp, weight, bias: inp.shape[0],
+           "C": lambda inp, weight, bias: inp.shape[1],
            "OC": lambda inp, weight, bias: weight.shape[0]}).op
 
 
@@ -294,8 +295,9 @@ def check_input(owner: str, x: Any, *, name: str = "input", dtype: torch.dtype |
     if x.dim() < min_dim or (max_dim is not None and x.dim() > max_dim):
         want = (f"{min_dim}" if max_dim == min_dim else
                 f"at least {min_dim}" if max_dim is None else f"{min_dim} to {max_dim}")
-        raise ValueError(f"{owner}: {name} must have {want} dimensions{what}, got shape "
-                         f"{tuple(x.shape)} ({x.dim()} dimensions)")
+        unit = "dimension" if (max_dim if max_dim is not None else min_dim) == 1 else "dimensions"
+        raise ValueError(f"{owner}: {name} must have {want} {unit}{what}, got shape "
+                         f"{tuple(x.shape)} ({x.dim()}-d)")
 
 
 def check_params_dtype(owner: str, *params: Optional[torch.Tensor]) -> torch.dtype:

@@ -148,7 +148,7 @@ class GPT2(torch.nn.Module):
         if targets is None:
             return self.lm_head(x[:, [-1], :]), None
         logits = self.lm_head(x)
-        loss = self.loss_fn(logits.reshape(B * T, -1), targets.reshape(B * T))
+        loss = self.loss_fn(logits.reshape(B * T, self.config.vocab_size), targets.reshape(B * T))
         return logits, loss
 
     def _check_inputs(self, idx: Any, targets: Any) -> tuple[int, int]:

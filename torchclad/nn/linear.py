@@ -66,7 +66,8 @@ class Linear(torch.nn.Module):
                              f"in_features = {self.in_features} (input shape {tuple(input.shape)})")
         lead = input.shape[:-1]
         rows = math.prod(lead)
-        check_int32("Linear", "the number of input elements", rows * max(self.in_features, self.out_features))
+        check_int32("Linear", "the number of input / output elements",
+                    rows * max(self.in_features, self.out_features))
         bias = self.bias if self.bias is not None else none_tensor(self.weight)
         out = _builtin.matmul(input.reshape(rows, self.in_features), self.weight, bias)
         return out.reshape(*lead, self.out_features)

@@ -84,6 +84,7 @@ class Facts:
     readonly_mem: set = field(default_factory=set)    # memory keys never written
     address_taken: set = field(default_factory=set)   # var keys whose address is taken
     params: set = field(default_factory=set)          # uids of the function's parameters
+    write_once: set = field(default_factory=set)      # memory keys promised write-once
 
 
 def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recording:
@@ -169,6 +170,8 @@ def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recordin
     def records(uses_now):
         rec, more, restored = set(), [], []
         for pw, key, restore_reads in facts.writes:
+            if key in facts.write_once:
+                continue              # never overwrites a value anyone reads
             scope = facts.scope_of.get(key, ())
             by_call = ("call",) in restore_reads
             # a callee's sweep reads what the call itself wrote in its post-call state: its own

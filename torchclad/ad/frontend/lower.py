@@ -148,8 +148,15 @@ class _Lowerer:
             self.err(c, f"'{c.spelling}' has no body in this source; define it here or give it "
                         "a custom derivative in namespace clad::custom_derivatives")
         names = tuple(ch.spelling for ch in c.get_children() if ch.kind == K.PARM_DECL)
+        once = []
+        for ch, v in zip([x for x in c.get_children() if x.kind == K.PARM_DECL], params):
+            if any(a.kind == K.ANNOTATE_ATTR and a.spelling == "torchclad::write_once"
+                   for a in ch.get_children()):
+                if not v.type.is_pointer:
+                    self.err(ch, "TORCHCLAD_WRITE_ONCE marks a pointer parameter")
+                once.append(v.uid)
         return ir.Function(c.spelling, tuple(params), ret, body, self.template, self.loc(c),
-                           custom, names)
+                           custom, names, tuple(once))
 
     def effects(self, thunk):
         """Lower with side effects (x[i++], --n > 0) allowed; returns (pre, value)."""
@@ -359,8 +366,9 @@ class _Lowerer:
             return self.expr_stmt(next(c.get_children()))
         if k in (K.CALL_EXPR,):
             return [ir.ExprStmt(self.expr(c), L)]
-        if k in (K.CSTYLE_CAST_EXPR,) and c.type.kind == TK.VOID:
-            return []                      # (void)x;
+        if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR) and c.type.kind == TK.VOID:
+            inner = [x for x in c.get_children() if x.kind.is_expression()]
+            return self.expr_stmt(inner[-1]) if inner else []     # (void)f(x); is f(x);
         e = self.expr(c)
         return []                          # an expression statement without effect
 
@@ -501,6 +509,10 @@ class _Lowerer:
             if len(kids) == 1:
                 return ir.Const("0", t)
             return ir.Cast(self.expr(kids[1]), t, "fn")
+        toks = [t.spelling for t in c.get_tokens()][:4]
+        if len(kids) == 1 and len(toks) > 1 and toks[0] in _BUILTIN_TYPES and toks[1] == "(":
+            # double(x) with a type-dependent x: an unresolved construct expression
+            return ir.Cast(self.expr(kids[0]), self.type_of(c.type, None), "fn")
         if not kids:
             # implicit construction (e.g. T() in a template): value-initialised
             self.err(c, f"call '{c.spelling}' with no callee expression is not supported")
@@ -513,11 +525,15 @@ class _Lowerer:
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
             user = ref.location.file is not None and ref.location.file.name == self.filename \
                 and not _in_namespace(ref, "custom_derivatives")
-        elif name in self.module_fns:
+        elif name in self.module_fns and self.module_fns[name].is_definition():
             user = True
         t = None
         if c.type.kind not in (TK.DEPENDENT, TK.INVALID):
             t = self.type_of(c.type, None)
+        decl = self.module_fns.get(name) if isinstance(self.module_fns, dict) else None
+        if decl is not None and (t is None or t.base in ("", "<dependent type>") or
+                                 c.type.kind == TK.DEPENDENT):
+            t = self._callee_result(decl, args) or t
         if t is None or (t.base in ("", "<dependent type>")):
             reals = [a.type for a in args if a.type.real and not a.type.is_memory]
             if name.endswith("f") and name[:-1] in _MATHF:
@@ -525,6 +541,27 @@ class _Lowerer:
             else:
                 t = reals[0] if reals else ir.DOUBLE
         return ir.Call(spelled, args, ir.Type(t.base, t.ptr, False, (), t.real), user)
+
+    def _callee_result(self, decl, args) -> "ir.Type | None":
+        """Result type of a type-dependent call to a function of this source."""
+        rt = decl.result_type
+        if rt.kind == TK.VOID:
+            return ir.VOID
+        tparams = [x.spelling for x in decl.get_children()
+                   if x.kind == K.TEMPLATE_TYPE_PARAMETER]
+        spelled = re.sub(r"\bconst\b", "", rt.spelling).strip()
+        if spelled in tparams:       # the callee's T, deduced from an argument spelled with T
+            parms = [x for x in decl.get_children() if x.kind == K.PARM_DECL]
+            for pd, a in zip(parms, args):
+                if re.search(rf"\b{re.escape(spelled)}\b", pd.type.spelling) and a.type.real:
+                    return ir.Type(a.type.base, real=True)
+            return None
+        if not tparams:
+            try:
+                return self.type_of(rt, None)
+            except DiffError:
+                return None
+        return None
 
     def bin_type(self, op, l, r, c) -> ir.Type:
         if op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||"):
@@ -549,6 +586,9 @@ class _Lowerer:
             return ir.Type(best.base, real=True)
         return ir.Type(l.type.base if l.type.base != "bool" else "int")
 
+
+_BUILTIN_TYPES = {"double", "float", "int", "long", "unsigned", "bool", "short", "char",
+                  "size_t"}
 
 _MATHF = {"exp", "log", "sqrt", "pow", "sin", "cos", "tan", "tanh", "sinh", "cosh", "erf",
           "atan", "atan2", "fabs", "fmax", "fmin", "floor", "ceil", "log1p", "expm1", "asin",
@@ -596,7 +636,13 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
 
     visit(tu.cursor)
     marks = pragmas(source)
-    names = {c.spelling for c in fn_cursors}
+    declared = {}                  # functions declared (not defined) in the main file
+    for c in tu.cursor.get_children():
+        if c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and not c.is_definition() and \
+                c.location.file is not None and c.location.file.name == filename:
+            declared[c.spelling] = c
+    names = dict(declared)
+    names.update({c.spelling: c for c in fn_cursors})
     globals_: dict = {}
     gl = _Lowerer(filename, (), names)
     for g in global_cursors:

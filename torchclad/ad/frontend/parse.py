@@ -63,13 +63,20 @@ def runtime_include_dir() -> str:
     return os.path.join(repo, "csrc", "runtime")
 
 
+# A pointer parameter marked TORCHCLAD_WRITE_ONCE promises: during one call each element is
+# written at most once, and read only after it is written (an activation arena). The runtime
+# header defines the macro away for the compiler; libclang sees it as an annotation.
+WRITE_ONCE_MACRO = "TORCHCLAD_WRITE_ONCE"
+WRITE_ONCE_ATTR = '__attribute__((annotate("torchclad::write_once")))'
+
+
 def parse(source: str, filename: str = "kernel.cpp", extra_args: tuple = ()) -> ci.TranslationUnit:
     # no -fopenmp: libclang hides a loop under an OpenMP directive inside a captured
     # statement; pragmas are read from the text instead (see pragmas()).
     args = ["-x", "c++", "-std=c++17", "-Wno-unknown-pragmas", "-Wno-source-uses-openmp"]
     for d in system_include_dirs():
         args += ["-isystem", d]
-    args += ["-I", runtime_include_dir()]
+    args += ["-I", runtime_include_dir(), f"-D{WRITE_ONCE_MACRO}={WRITE_ONCE_ATTR}"]
     args += list(extra_args)
     index = ci.Index.create()
     tu = index.parse(filename, args=args, unsaved_files=[(filename, source)],

@@ -113,8 +113,14 @@ class AdjointRules:
                 return a.operand if isinstance(a, ir.Unary) else ir.Unary("&", a, t)
         if isinstance(e, ir.Cast):
             return self.adj_ptr(e.operand)
+        if ir.is_null(e):
+            return ir.Cast(ir.Const("nullptr", t), t, "c")
         if isinstance(e, ir.Cond):
-            return ir.Cond(e.cond, self.adj_ptr(e.then), self.adj_ptr(e.other), t)
+            base = next((x.type.base for x in (e.then, e.other) if not ir.is_null(x)), "double")
+            tt = ir.Type(base, 1, False, (), True)
+            side = lambda x: ir.Cast(ir.Const("nullptr", tt), tt, "c") if ir.is_null(x) \
+                else self.adj_ptr(x)
+            return ir.Cond(e.cond, side(e.then), side(e.other), tt)
         raise DiffError(self.loc, f"cannot form the adjoint of pointer expression "
                                   f"({type(e).__name__}); index a parameter or local array")
 

@@ -89,7 +89,9 @@ class Assembler:
         if info is None or info[1] is None or info[1].custom:
             return e
         call, callee, _ = info
-        return ir.Call(callee.forw, call.args + (TAPE,), call.type, False)
+        from .transform import template_args
+        return ir.Call(callee.forw + template_args(call.fn), call.args + (TAPE,), call.type,
+                       False)
 
     # ------------------------------------------------------------------ forward
     def fwd_block(self, b: ir.Block, path: tuple, top=False) -> list:

@@ -80,6 +80,7 @@ class Reverse:
     # ================================================================== 1. collect
     def collect(self) -> Facts:
         f = self.facts
+        f.write_once = {("mem", u) for u in self.fn.write_once}
         for p in self.fn.params:
             f.params.add(p.uid)
             if not p.type.is_pointer:     # a scalar parameter is a local of the top scope
@@ -386,6 +387,10 @@ class Reverse:
         for i, a in enumerate(call.args):
             if a.type.is_memory:
                 r = self.al.root_of(a)
+                if r is None and a.type.real and not ir.is_null(a):
+                    raise DiffError(s.loc, f"cannot tell which array argument {i + 1} of "
+                                           f"'{name}' points into; pass a parameter or local "
+                                           "array plus an offset")
                 act = a.type.real and r is not None and self.act.is_active(self.al.mem_key(r))
             else:
                 act = self.act.expr_active(a)
@@ -402,7 +407,9 @@ class Reverse:
         pre: list = []
         post: list = []
         ret_real = call.type.real and not call.type.is_pointer
-        d = ir.Const("0", call.type) if ret_real else None
+        if callee_fn is not None:
+            ret_real = callee_fn.ret.real and not callee_fn.ret.is_pointer
+        d = ir.Cast(ZERO, call.type.value(), "fn") if ret_real else None
         if tgt_active:
             adj = R.adj_lvalue(target) if not isinstance(s, ir.Decl) else R.adj_var(s.var)
             snap = self.snip_names.fresh("_r_d", adj.type)
@@ -427,14 +434,20 @@ class Reverse:
                     scalars[i] = tmp
                     adj_args.append(ir.Unary("&", tmp, tmp.type.pointer_to()))
             elif info.custom and (info.custom_all_params or real_param):
-                adj_args.append(ir.Const("nullptr", ir.Type("void", 1)))
+                # a typed null, so a template custom pullback still deduces its T
+                base = a.type.base if (a.type.real or a.type.is_memory) else pt.base
+                if callee_fn is not None and base in callee_fn.template:
+                    base = "double"
+                nt = ir.Type(base, 1, False, (), a.type.real)
+                adj_args.append(ir.Cast(ir.Const("nullptr", nt), nt, "c"))
+        targs = template_args(call.fn)
         if info.custom:
             args = call.args + ((d,) if ret_real else ()) + tuple(adj_args)
-            fn_text = "clad::custom_derivatives::" + info.custom
+            fn_text = "clad::custom_derivatives::" + info.custom + targs
         else:
             args = call.args + ((d,) if ret_real else ()) + tuple(adj_args) + \
                 (ir.Var("_tape", ir.Type("torchclad::Tape"), 0),)
-            fn_text = info.sweep
+            fn_text = info.sweep + targs
         post.append(ir.ExprStmt(ir.Call(fn_text, tuple(args), ir.VOID, False)))
         for i, tmp in scalars.items():
             R.backprop(call.args[i], tmp, post)
@@ -508,6 +521,13 @@ class Reverse:
                 not s.target.type.is_array and isinstance(s.value, ir.Const):
             return ir.Assign("-=" if s.op == "+=" else "+=", s.target, s.value, s.loc)
         return None
+
+
+def template_args(spelled: str) -> str:
+    """`<T>` of a callee spelled `f<T>` (kept on the generated calls), else ''."""
+    import re
+    m = re.search(r"(<.*>)\s*$", spelled)
+    return m.group(1) if m else ""
 
 
 def memory_params(fn: ir.Function) -> tuple:

@@ -1,0 +1,133 @@
+"""Engine bugs found while writing the built-in kernels (docs/ENGINE_REQUESTS.md), each kept as
+a kernel with its exact gradient. All functions share one source, so they compile once."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from torchclad import build
+from torchclad.ad import Engine
+
+SRC = textwrap.dedent("""
+    #include <cmath>
+    // nn-1: a void template callee gets no return seed
+    template <typename T>
+    void sq_into(T* y, const T* x, int n) { for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }
+    template <typename T>
+    void outer(T* y, const T* x, int n) { sq_into(y, x, n); }
+    // nn-2: a T-returning callee spelled with explicit template arguments, result unused
+    template <typename T>
+    T sq_into_sum(T* y, const T* x, int n) {
+      T s = 0;
+      for (int i = 0; i < n; i++) { y[i] = x[i] * x[i]; s += y[i]; }
+      return s;
+    }
+    template <typename T>
+    void outer2(T* y, const T* x, int n) { sq_into_sum<T>(y, x, n); }
+    // nn-3: a functional cast of a type-dependent compound expression
+    template <typename T>
+    double cast_sum(const T* x) { T a = x[0]; return double(a + std::log(a)); }
+    // gpt2-1: a T-returning template helper is typed T, not double
+    template <typename T> static T first_sq(const T* y) { return y[0] * y[0]; }
+    template <typename T> T ret_t(const T* y) { return first_sq(y); }
+    // gpt2-2: (void)f(...) is a call, not nothing
+    static void scale2(double* y, const double* x, int n) {
+      for (int i = 0; i < n; i++) y[i] = 2 * x[i];
+    }
+    double void_cast(double* y, const double* x, int n) { (void)scale2(y, x, n); return y[0]; }
+    // gpt2-4: a conditional pointer argument keeps its activity
+    static void addto(double* y, const double* x, const double* b, int n) {
+      for (int i = 0; i < n; i++) y[i] = x[i] + (b != nullptr ? b[i] : 0.0);
+    }
+    double cond_ptr(double* y, const double* x, const double* b, int n, int hb) {
+      addto(y, x, hb ? b : nullptr, n);
+      double s = 0;
+      for (int i = 0; i < n; i++) s += y[i] * y[i];
+      return s;
+    }
+    // gpt2-6: slices of one write-once arena written by calls in a loop
+    static void sq(double* y, const double* x, int n) {
+      for (int i = 0; i < n; i++) y[i] = x[i] * x[i];
+    }
+    double layers(double* TORCHCLAD_WRITE_ONCE acts, const double* x0, int L, int n) {
+      for (int i = 0; i < n; i++) acts[i] = x0[i];
+      for (int l = 0; l < L; l++) sq(acts + (l + 1) * n, acts + l * n, n);
+      double s = 0;
+      for (int i = 0; i < n; i++) s += acts[L * n + i];
+      return s;
+    }
+""")
+
+REQUESTS = [("outer", "x"), ("outer2", "x"), ("cast_sum", "x"), ("ret_t", "y"),
+            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0")]
+
+
+@pytest.fixture(scope="module")
+def mod():
+    engine = Engine(SRC, "regressions.cpp")
+    derivs = {name: engine.derive(name, wrt) for name, wrt in REQUESTS}
+    return derivs, build.load(list(derivs.values()), name="engine_regressions")
+
+
+def _call(mod, name, scalar, *args):
+    return getattr(mod, f"{name}_pullback_{scalar}")(*args)
+
+
+@pytest.mark.parametrize("dtype,sfx", [(torch.float32, "f32"), (torch.float64, "f64")])
+def test_void_and_value_template_callees(mod, dtype, sfx):
+    _, m = mod
+    x = torch.tensor([1.5, -2.0], dtype=dtype)
+    for name in ("outer", "outer2"):
+        y, dx, dy = torch.zeros(2, dtype=dtype), torch.zeros(2, dtype=dtype), \
+            torch.ones(2, dtype=dtype)
+        _call(m, name, sfx, y.data_ptr(), x.data_ptr(), 2, dx.data_ptr(), dy.data_ptr())
+        torch.testing.assert_close(dx, 2 * x)
+        torch.testing.assert_close(y, x * x)
+
+
+@pytest.mark.parametrize("dtype,sfx", [(torch.float32, "f32"), (torch.float64, "f64")])
+def test_cast_and_t_returning_helpers(mod, dtype, sfx):
+    _, m = mod
+    x = torch.tensor([1.5, 2.0], dtype=dtype)
+    dx = torch.zeros(2, dtype=dtype)
+    _call(m, "cast_sum", sfx, x.data_ptr(), 1.0, dx.data_ptr())
+    torch.testing.assert_close(dx, torch.tensor([1 + 1 / 1.5, 0], dtype=dtype))
+    dx.zero_()
+    _call(m, "ret_t", sfx, x.data_ptr(), 1.0, dx.data_ptr())
+    torch.testing.assert_close(dx, torch.tensor([3.0, 0], dtype=dtype))
+
+
+def test_void_cast_call_is_differentiated(mod):
+    _, m = mod
+    d = torch.float64
+    x, y = torch.tensor([1.0, 2.0], dtype=d), torch.zeros(2, dtype=d)
+    dx, dy = torch.zeros(2, dtype=d), torch.zeros(2, dtype=d)
+    _call(m, "void_cast", "f64", y.data_ptr(), x.data_ptr(), 2, 1.0, dx.data_ptr(), dy.data_ptr())
+    torch.testing.assert_close(dx, torch.tensor([2.0, 0.0], dtype=d))
+
+
+@pytest.mark.parametrize("hb", [1, 0])
+def test_conditional_pointer_argument(mod, hb):
+    _, m = mod
+    d = torch.float64
+    x, b, y = torch.tensor([1.0, 2.0], dtype=d), torch.tensor([3.0, 4.0], dtype=d), \
+        torch.zeros(2, dtype=d)
+    dx, db, dy = (torch.zeros(2, dtype=d) for _ in range(3))
+    _call(m, "cond_ptr", "f64", y.data_ptr(), x.data_ptr(), b.data_ptr(), 2, hb, 1.0,
+          dx.data_ptr(), db.data_ptr(), dy.data_ptr())
+    want = 2 * (x + b) if hb else 2 * x
+    torch.testing.assert_close(dx, want)
+    torch.testing.assert_close(db, want if hb else torch.zeros(2, dtype=d))
+
+
+def test_write_once_arena_is_not_taped(mod):
+    derivs, m = mod
+    assert "_tape.push" not in derivs["layers"].code     # nothing recorded for the arena
+    d = torch.float64
+    x = torch.tensor([1.1, 0.7], dtype=d)
+    acts, dacts, dx = torch.zeros(8, dtype=d), torch.zeros(8, dtype=d), torch.zeros(2, dtype=d)
+    _call(m, "layers", "f64", acts.data_ptr(), x.data_ptr(), 3, 2, 1.0, dx.data_ptr(),
+          dacts.data_ptr())
+    torch.testing.assert_close(dx, 8 * x ** 7)
