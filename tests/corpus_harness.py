@@ -8,7 +8,7 @@ For one case and one variant (g++ -O level × engine analyses on/off × combined
   2. appends an extern "C" wrapper to `Derivative.translation_unit()` that calls the primal, the
      pullback and the split pair on raw buffers, and compiles it with
      `g++ -std=c++17 -shared -fPIC -O{0,2} -Wall -I csrc/runtime` — one build per case × opt ×
-     analyses holding both paths, cached in a temporary directory for the session, and up to 16
+     analyses holding both paths, cached in a temporary directory for the session, and up to 64
      cases' builds compiled together (each in a namespace of its own) to keep g++ runs few;
   3. runs it in a forked child (a crash or a hang of generated code fails one test, not the session)
      on float64 buffers (float32 where the kernel is float), with the output adjoints seeded and the
@@ -317,7 +317,7 @@ def derivative_wrapper(sig: Signature, scalar: str, wrt: tuple[str, ...], prefix
 # compiled again. Text that could mean something else inside a namespace (::clad::, namespace std,
 # extern "C", #define) is compiled alone, at global scope, exactly as the engine produced it.
 
-BATCH = 16
+BATCH = 64
 
 
 @dataclass(frozen=True)

@@ -58,10 +58,28 @@ SRC = textwrap.dedent("""
       for (int i = 0; i < n; i++) s += acts[L * n + i];
       return s;
     }
+    // nn-6: an inactive (null) argument of a template custom pullback gets a typed null
+    template <typename T>
+    void scaled(T* out, const T* a, const T* b, int n) {
+      for (int i = 0; i < n; i++) out[i] = a[i] * (b ? b[i] : T(2));
+    }
+    namespace clad { namespace custom_derivatives {
+    template <typename T>
+    void scaled_pullback(T* out, const T* a, const T* b, int n, T* _d_out, T* _d_a, T* _d_b,
+                         int* _d_n) {
+      for (int i = 0; i < n; i++) {
+        _d_a[i] += _d_out[i] * (b ? b[i] : T(2));
+        if (b && _d_b) _d_b[i] += _d_out[i] * a[i];
+        _d_out[i] = 0;
+      }
+    }
+    }}
+    template <typename T>
+    void use_scaled(T* out, const T* a, int n) { scaled(out, a, (const T*)nullptr, n); }
 """)
 
 REQUESTS = [("outer", "x"), ("outer2", "x"), ("cast_sum", "x"), ("ret_t", "y"),
-            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0")]
+            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0"), ("use_scaled", "a")]
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +149,14 @@ def test_write_once_arena_is_not_taped(mod):
     _call(m, "layers", "f64", acts.data_ptr(), x.data_ptr(), 3, 2, 1.0, dx.data_ptr(),
           dacts.data_ptr())
     torch.testing.assert_close(dx, 8 * x ** 7)
+
+
+@pytest.mark.parametrize("dtype,sfx", [(torch.float32, "f32"), (torch.float64, "f64")])
+def test_template_custom_pullback_with_null_argument(mod, dtype, sfx):
+    _, m = mod
+    a = torch.tensor([1.0, -3.0], dtype=dtype)
+    out, da, dout = torch.zeros(2, dtype=dtype), torch.zeros(2, dtype=dtype), \
+        torch.ones(2, dtype=dtype)
+    _call(m, "use_scaled", sfx, out.data_ptr(), a.data_ptr(), 2, da.data_ptr(), dout.data_ptr())
+    torch.testing.assert_close(out, 2 * a)
+    torch.testing.assert_close(da, torch.full((2,), 2.0, dtype=dtype))

@@ -62,6 +62,14 @@ KERNELS: tuple[KernelSpec, ...] = (
     KernelSpec(file="encoder.cpp", name="encoder_forward", wrt=("wte", "wpe")),
     KernelSpec(file="residual.cpp", name="residual_forward", wrt=("inp1", "inp2")),
     KernelSpec(file="attention.cpp", name="attention_forward", wrt=("inp",)),
+    # GPT-2, the whole model forward in one function (torchclad.nn.GPT2(fused=True)): one unit of
+    # the layer kernels above, matmul's custom derivative, then csrc/kernels/gpt2.cpp; the engine
+    # differentiates gpt2_forward as a whole (one reverse sweep calling the layers' sweeps).
+    KernelSpec(file="gpt2.cpp", name="gpt2_forward", wrt=("params",),
+               sources=("kernels/encoder.cpp", "kernels/layernorm.cpp", "kernels/matmul.cpp",
+                        "custom/matmul.cpp", "kernels/attention.cpp", "kernels/gelu.cpp",
+                        "kernels/residual.cpp", "kernels/crossentropy.cpp", "kernels/gpt2.cpp"),
+               libraries=("torch_cpu",)),
 )
 
 

@@ -14,8 +14,11 @@
 //
 // Timing: `rounds` rounds; a round runs the hand half (reset, forward, hand_backward) and the
 // generated half (reset, fresh tape, aug_forward, sweep) in alternating order, each call timed
-// on its own with steady_clock; reset() and tape destruction are never timed. Interleaving keeps
-// both halves under the same machine load (the benchmark machine is shared).
+// on its own, by the wall clock (steady_clock) and by the thread's CPU clock
+// (CLOCK_THREAD_CPUTIME_ID: the programs are single-threaded, and the CPU clock does not count
+// the time the thread spent descheduled, which on the shared benchmark machine is most of the
+// noise); reset() and tape destruction are never timed. Interleaving keeps both halves under the
+// same machine load.
 //
 // Check: before timing, one hand half and one generated half; every adjoint pair must agree to
 // max|gen - hand| <= tol * max|hand| (tol = 1e-5), else the program prints the errors and exits 3.
@@ -33,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
@@ -54,12 +58,26 @@ inline double now() {
     return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-template <class F>
-inline double timed(F&& f) {
-    double t0 = now();
-    f();
-    return now() - t0;
+inline double cpu_now() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
+
+// Wall and thread-CPU seconds of one call.
+struct Sample {
+    std::vector<double> wall, cpu;
+    template <class F>
+    double operator()(F&& f) {
+        double c0 = cpu_now(), w0 = now();
+        f();
+        double w = now() - w0, c = cpu_now() - c0;
+        wall.push_back(w);
+        cpu.push_back(c);
+        return c;
+    }
+    void clear() { wall.clear(); cpu.clear(); }
+};
 
 // Deterministic fill, uniform in [lo, hi).
 inline void fill(std::vector<float>& v, float lo, float hi, unsigned seed) {
@@ -182,36 +200,38 @@ int main_for(const char* kernel, Case& c, int argc, char** argv) {
     if (!ok) return 3;
 
     // --- timing (the first `warmup` rounds are run the same way and dropped)
-    std::vector<double> t_fwd, t_hand, t_aug, t_sweep;
+    Sample t_fwd, t_hand, t_aug, t_sweep;
     double swept = 0;
     for (int r = -args.warmup; r < args.max_rounds && (r < args.rounds || swept < args.min_seconds); r++) {
         if (r == 0) {
-            t_fwd.clear(); t_hand.clear(); t_aug.clear(); t_sweep.clear();
+            for (Sample* t : {&t_fwd, &t_hand, &t_aug, &t_sweep}) t->clear();
             swept = 0;
         }
         auto hand_half = [&] {
             c.reset();
-            t_fwd.push_back(timed([&] { c.forward(); }));
-            t_hand.push_back(timed([&] { c.hand_backward(); }));
+            t_fwd([&] { c.forward(); });
+            t_hand([&] { c.hand_backward(); });
         };
         auto gen_half = [&] {
             c.reset();
             auto tape = std::make_unique<torchclad::Tape>();
-            t_aug.push_back(timed([&] { c.aug_forward(*tape); }));
-            t_sweep.push_back(timed([&] { c.sweep(*tape); }));
-            swept += t_sweep.back();
+            t_aug([&] { c.aug_forward(*tape); });
+            swept += t_sweep([&] { c.sweep(*tape); });
         };
         if (r & 1) { gen_half(); hand_half(); } else { hand_half(); gen_half(); }
     }
 
     std::printf("{\"kernel\": \"%s\", \"sizes\": %s, \"tape_bytes\": %zu, \"check\": %s, \"tol\": %g, ",
                 kernel, c.sizes_json().c_str(), tape_bytes, check.c_str(), args.tol);
-    std::printf("\"times\": {");
-    print_series("forward", t_fwd, false);
-    print_series("hand_backward", t_hand, false);
-    print_series("reverse_forw", t_aug, false);
-    print_series("reverse_sweep", t_sweep, true);
-    std::printf("}}\n");
+    for (int cpu = 0; cpu < 2; cpu++) {
+        std::printf(cpu ? "\"cpu_times\": {" : "\"times\": {");
+        print_series("forward", cpu ? t_fwd.cpu : t_fwd.wall, false);
+        print_series("hand_backward", cpu ? t_hand.cpu : t_hand.wall, false);
+        print_series("reverse_forw", cpu ? t_aug.cpu : t_aug.wall, false);
+        print_series("reverse_sweep", cpu ? t_sweep.cpu : t_sweep.wall, true);
+        std::printf(cpu ? "}" : "}, ");
+    }
+    std::printf("}\n");
     return 0;
 }
 

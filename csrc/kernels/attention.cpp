@@ -15,15 +15,15 @@
 //   Differentiated w.r.t. inp (out, preatt and att are outputs too, so they can be seeded).
 //   Requires NH > 0 and C % NH == 0 (checked by the caller, as is B * NH * T * T < 2^31).
 //
-// Memory: the engine cannot prove that the rows of preatt / att written for different (b, h, t)
-// never overlap, so it tapes the elements each row overwrites (B * NH * T * T values of each
-// array) besides the row's argmax, max and sum. A row helper called per (b, h, t) would avoid
-// that, but the engine rejects such a call for the same reason and mis-calls template helpers
-// (docs/ENGINE_REQUESTS.md nn-1, nn-2, nn-4).
+// preatt and att are marked TORCHCLAD_WRITE_ONCE (each element written once per call, read only
+// after): the engine cannot prove by itself that rows written for different (b, h, t) never
+// overlap, and would otherwise tape every element it writes (docs/ENGINE_REQUESTS.md nn-4).
+// With the mark the tape holds three values per row: its argmax, max and sum.
 #include <cmath>
 
 template <typename T>
-void attention_forward(T* out, T* preatt, T* att, const T* inp, int B, int Tn, int C, int NH) {
+void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRITE_ONCE att,
+                       const T* inp, int B, int Tn, int C, int NH) {
     int hs = C / NH;
     int C3 = 3 * C;
     T scale = T(1) / std::sqrt(T(hs));

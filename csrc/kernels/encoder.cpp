@@ -2,6 +2,8 @@
 //
 // B = batch, T = time, C = channels, V = vocabulary size, maxT = number of positions.
 // In code the time size is `Tn`: `T` is the scalar type of the templates.
+// The forward loops are OpenMP-parallel; the generated reverse sweeps (scatter-adds into the
+// tables, where two rows may hit one entry) stay serial.
 //
 // void embedding_forward(T* out, const long* idx, const T* weight, int N, int C)
 //   idx (N) int64, weight (V, C)  ->  out (N, C),  out[n, :] = weight[idx[n], :]
@@ -15,6 +17,7 @@
 //   Differentiated w.r.t. wte and wpe; idx checked by the caller as above.
 template <typename T>
 void embedding_forward(T* out, const long* idx, const T* weight, int N, int C) {
+    #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const T* w = weight + idx[n] * C;
         T* o = out + n * C;
@@ -24,6 +27,7 @@ void embedding_forward(T* out, const long* idx, const T* weight, int N, int C) {
 
 template <typename T>
 void encoder_forward(T* out, const long* idx, const T* wte, const T* wpe, int B, int Tn, int C) {
+    #pragma omp parallel for
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < Tn; t++) {
             const T* tok = wte + idx[b * Tn + t] * C;

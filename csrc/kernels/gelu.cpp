@@ -9,11 +9,13 @@
 //
 // Function templates, so one source gives the float and the double kernel; torchclad's engine
 // generates <name>_pullback (and the split-mode pair) from these bodies at install time,
-// w.r.t. inp.
+// w.r.t. inp. The loops are OpenMP-parallel; so are the generated reverse loops (every
+// iteration touches its own element).
 #include <cmath>
 
 template <typename T>
 void gelu_forward(T* out, const T* inp, int N) {
+    #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -23,6 +25,7 @@ void gelu_forward(T* out, const T* inp, int N) {
 
 template <typename T>
 void gelu_erf_forward(T* out, const T* inp, int N) {
+    #pragma omp parallel for
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         out[i] = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));

@@ -12,6 +12,7 @@
 //
 // T gpt2_forward(T* logits, T* acts, const T* params, const long* idx, const long* targets,
 //                int B, int Tn, int C, int V, int maxT, int NL, int NH)
+//   (logits and acts are marked TORCHCLAD_WRITE_ONCE, see below)
 //   idx, targets (B, T) int64; targets[n] = -1 ignores position n (every other target and
 //   every idx must be in [0, V): the caller checks, the kernels index with them).
 //   Returns the mean over the non-ignored positions of -log softmax(logits)[target] (NaN when
@@ -32,8 +33,9 @@
 //   Every bias has a slot: with GPT2Config(bias=False) the Python side keeps them at zero and
 //   drops their gradients. (No conditional or null pointers: docs/ENGINE_REQUESTS.md gpt2-4, gpt2-5.)
 //
-// acts: the activation arena, written once per call (every element at most once), read back by
-//   the reverse sweep; AL = 18 N C + 4 N + 2 B NH T^2 values per layer:
+// acts: the activation arena, TORCHCLAD_WRITE_ONCE: during one call every element is written at
+//   most once (each activation has its own slot) and read only after it is written, so the engine
+//   records none of these writes: the reverse sweep reads back what the forward left; AL = 18 N C + 4 N + 2 B NH T^2 values per layer:
 //   encoded (N, C)                                   the input of layer 0
 //   per layer: ln1 (N, C), ln1 mean (N), ln1 rstd (N), qkv (N, 3C), atty (N, C),
 //     preatt (B, NH, T, T), att (B, NH, T, T), attproj (N, C), residual2 (N, C), ln2 (N, C),
@@ -45,8 +47,9 @@
 // index within their slices with int.
 
 template <typename T>
-T gpt2_forward(T* logits, T* acts, const T* params, const long* idx, const long* targets,
-               int B, int Tn, int C, int V, int maxT, int NL, int NH) {
+T gpt2_forward(T* TORCHCLAD_WRITE_ONCE logits, T* TORCHCLAD_WRITE_ONCE acts, const T* params,
+               const long* idx, const long* targets, int B, int Tn, int C, int V, int maxT,
+               int NL, int NH) {
     int N = B * Tn;
     long NC = (long)N * C;
     long PL = 13L * C + 12L * C * C;

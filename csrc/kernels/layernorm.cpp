@@ -12,6 +12,8 @@
 //   mean and rstd are outputs, as in llm.c: the statistics of each row, handy to callers.
 //   Differentiated w.r.t. inp, weight, bias; the reverse sweep gets the row sums back from the
 //   tape (two values per row) and recomputes the rest.
+//   Not OpenMP-parallel on purpose: the engine would make the reverse loop an array reduction
+//   over d weight / d bias, which crashes when they are nullptr (docs/ENGINE_REQUESTS.md nn-7).
 #include <cmath>
 
 template <typename T>

@@ -8,10 +8,13 @@
 //   Each output is written once, in one pass after the max and the sum (no in-place
 //   normalisation), so nothing but the row's argmax and sum goes on the tape.
 //   Differentiated w.r.t. inp. A row of all -inf gives nan, like torch.
+//   The row loop is OpenMP-parallel in the forward (the engine keeps the per-row argmax and sum
+//   in per-row slots); the engine keeps the generated reverse loop serial.
 #include <cmath>
 
 template <typename T>
 void softmax_forward(T* out, const T* inp, int N, int C) {
+    #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const T* x = inp + n * C;
         T* o = out + n * C;

@@ -275,9 +275,9 @@ _kernel_module: Any = None
 def fused_kernel_module() -> Any:
     """The compiled module holding ``gpt2_forward_{,reverse_forw_,reverse_sweep_}{f32,f64}``.
 
-    ``torchclad._C`` (built at install time from the registry entry in torchclad/kernels.py).
-    If that extension predates the entry, the kernel is generated and compiled on first use
-    (cached under ``$TORCHCLAD_CACHE_DIR``), from the same sources.
+    ``torchclad._C``, built at install time from the registry entry in torchclad/kernels.py. If
+    that extension predates the entry (an install from before it), the same unit is generated
+    and compiled on first use instead (cached under ``$TORCHCLAD_CACHE_DIR``).
     """
     global _kernel_module
     if _kernel_module is not None:
@@ -290,21 +290,12 @@ def fused_kernel_module() -> Any:
 
     from torchclad import ad, build, kernels
 
-    spec = next((s for s in kernels.KERNELS if s.name == _KERNEL), None)
-    if spec is None:
-        spec = kernels.KernelSpec(file="gpt2.cpp", name=_KERNEL, wrt=("params",),
-                                  sources=GPT2_SOURCES, libraries=("torch_cpu",))
+    spec = next(s for s in kernels.KERNELS if s.name == _KERNEL)
     d = ad.differentiate(kernels.unit_source(spec), _KERNEL, list(spec.wrt),
-                         filename="csrc/kernels/gpt2.cpp")
+                         filename=f"csrc/kernels/{spec.file}")
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     _kernel_module = build.load(d, extra_ldflags=[f"-L{lib}", "-ltorch_cpu", f"-Wl,-rpath,{lib}"])
     return _kernel_module
-
-
-# The unit of the fused kernel: the layer kernels, matmul's custom derivative, then gpt2.cpp.
-GPT2_SOURCES = ("kernels/encoder.cpp", "kernels/layernorm.cpp", "kernels/matmul.cpp",
-                "custom/matmul.cpp", "kernels/attention.cpp", "kernels/gelu.cpp",
-                "kernels/residual.cpp", "kernels/crossentropy.cpp", "kernels/gpt2.cpp")
 
 
 class _Fused:

@@ -435,10 +435,12 @@ class Reverse:
                     adj_args.append(ir.Unary("&", tmp, tmp.type.pointer_to()))
             elif info.custom and (info.custom_all_params or real_param):
                 # a typed null, so a template custom pullback still deduces its T
+                # the argument's own type, spelled in the caller (a template caller's T)
                 base = a.type.base if (a.type.real or a.type.is_memory) else pt.base
-                if callee_fn is not None and base in callee_fn.template:
-                    base = "double"
-                nt = ir.Type(base, 1, False, (), a.type.real)
+                if base == "void":          # a bare nullptr: the type of the real arrays
+                    base = next((x.type.base for x in call.args
+                                 if x.type.real and x.type.is_memory), "double")
+                nt = ir.Type(base, 1, False, (), a.type.real or base != pt.base)
                 adj_args.append(ir.Cast(ir.Const("nullptr", nt), nt, "c"))
         targs = template_args(call.fn)
         if info.custom:

@@ -1,0 +1,311 @@
+"""Render benchmarks/results.json as benchmarks/results.md (tables) and benchmarks/results.png
+(speed-up over PyTorch eager per case).
+
+    python benchmarks/render.py            # re-render both from results.json
+    python benchmarks/render.py --print    # and print the markdown
+
+:func:`markdown` returns the text (the README's performance section can include results.md,
+or call this). Every bench_*.py re-renders after writing its section, so results.md always
+matches results.json. Missing sections and cases that did not run are shown as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import benchlib as bl  # noqa: E402
+
+IMPL_NAMES = {"eager": "PyTorch eager", "torchclad": "torchclad", "torchclad_fused": "torchclad fused",
+              "compile": "torch.compile"}
+
+
+def _t(row: dict | None, series: str, key: str = "min") -> float | None:
+    if not row or row.get("status") != "ok":
+        return None
+    return (row.get("times") or {}).get(series, {}).get(key)
+
+
+def _cell(row: dict | None, series: str) -> str:
+    if row is None:
+        return "not run"
+    if row.get("status") == "unavailable":
+        return "n/a yet"
+    if row.get("status") != "ok":
+        return "error"
+    return bl.fmt_ms(_t(row, series))
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    align = align or "l" + "r" * (len(header) - 1)
+    sep = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _notes(rows: list[dict], key: str = "kernel") -> list[str]:
+    out = []
+    for r in rows:
+        if r.get("status") in ("unavailable", "error"):
+            what = r.get(key) or r.get("case") or "?"
+            impl = f" ({IMPL_NAMES.get(r.get('impl'), r.get('impl'))})" if r.get("impl") else ""
+            reason = (r.get("reason") or r.get("error") or "").replace("\n", " ")
+            out.append(f"- {what}{impl}: {r['status']} — {reason[:300]}")
+    return out
+
+
+# ---- sections
+
+
+def reverse_table(sec: dict) -> str:
+    rows = []
+    for r in sec.get("rows", []):
+        if r.get("status") != "ok":
+            rows.append([r.get("label", r["kernel"]), r["status"], *[""] * 8])
+            continue
+        t, q = r["times"], r["ratios"]
+        ratio = q["sweep_over_hand"]
+        mark = "" if ratio is None else (" ✓" if ratio <= sec.get("target_sweep_over_hand", 1.3) else " ✗")
+        rows.append([
+            r["label"], bl.fmt_ms(t["forward"]["min"]), bl.fmt_ms(t["hand_backward"]["min"]),
+            bl.fmt_ms(t["reverse_sweep"]["min"]), f"**{bl.fmt_x(ratio)}**{mark}",
+            bl.fmt_x(q["sweep_over_forward"]), bl.fmt_x(q["hand_over_forward"]),
+            bl.fmt_x(q["reverse_forw_over_forward"]),
+            f"{r['tape_bytes'] / 2**20:.2f}" if r["tape_bytes"] >= 2**16 else f"{r['tape_bytes']} B",
+            f"{100 * (r.get('spread_sweep') or 0):.0f}% / {100 * (r.get('spread_hand') or 0):.0f}%",
+        ])
+    head = ["kernel", "forward ms", "hand bwd ms", "generated sweep ms", "sweep / hand",
+            "sweep / fwd", "hand / fwd", "reverse_forw / fwd", "tape MB", "spread (sweep / hand)"]
+    text = _table(head, rows)
+    notes = _notes(sec.get("rows", []))
+    return text + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def _by(rows: list[dict], *keys: str) -> dict:
+    return {tuple(r.get(k) for k in keys): r for r in rows}
+
+
+def components_table(sec: dict) -> str:
+    rows = sec.get("rows", [])
+    idx = _by(rows, "case", "impl")
+    out = []
+    for case in sec.get("cases", []):
+        e, t, c = (idx.get((case, i)) for i in ("eager", "torchclad", "compile"))
+        te, tt, tcmp = (_t(x, "fwd_bwd") for x in (e, t, c))
+        size = next((x.get("size") for x in (e, t, c) if x and x.get("size")), "")
+        rss = " / ".join(f"{x['rss_peak_mb']:.0f}" if x and x.get("rss_peak_mb") else "–"
+                         for x in (e, t, c))
+        out.append([case, size, _cell(e, "fwd_bwd"), _cell(t, "fwd_bwd"), _cell(c, "fwd_bwd"),
+                    bl.fmt_x(_div(tt, te)), bl.fmt_x(_div(tcmp, te)),
+                    bl.fmt_ms(_t(t, "forward")), bl.fmt_ms(_t(t, "backward")),
+                    bl.fmt_x(_div(_t(t, "backward"), _t(e, "backward"))),
+                    f"{c['first_call_s']:.1f}" if c and c.get("status") == "ok" else "–", rss])
+    head = ["component", "size", "eager ms", "torchclad ms", "compile ms", "torchclad / eager",
+            "compile / eager", "torchclad fwd ms", "torchclad bwd ms", "bwd: torchclad / eager",
+            "compile 1st call s", "peak RSS MB (eager / tc / compile)"]
+    notes = _notes(rows, "case")
+    return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def gpt2_table(sec: dict) -> str:
+    rows = sec.get("rows", [])
+    idx = _by(rows, "case", "impl")
+    impls = ["eager", "torchclad", "torchclad_fused", "compile"]
+    out = []
+    for case in sec.get("cases", []):
+        r = {i: idx.get((case, i)) for i in impls}
+        te = _t(r["eager"], "fwd_bwd")
+        cells = [case]
+        cells += [_cell(r[i], "fwd_bwd") for i in impls]
+        cells += [bl.fmt_x(_div(_t(r[i], "fwd_bwd"), te)) for i in ("torchclad", "torchclad_fused", "compile")]
+        cells += [_cell(r[i], "step") for i in ("eager", "torchclad")]
+        cells.append(" / ".join(
+            f"{r[i]['rss_peak_mb'] / 1024:.2f}" if r[i] and r[i].get("rss_peak_mb") else "–"
+            for i in impls))
+        out.append(cells)
+    head = ["B,T", "eager ms", "torchclad ms", "fused ms", "compile ms", "torchclad / eager",
+            "fused / eager", "compile / eager", "step eager ms", "step torchclad ms",
+            "peak RSS GB (eager / tc / fused / compile)"]
+    notes = _notes(rows, "case")
+    return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def build_table(sec: dict) -> str:
+    rows = [[r["unit"], ", ".join(r.get("functions", [])), f"{r['generate_s']:.2f}",
+             f"{r['compile_s']:.1f}" if r.get("compile_s") is not None else "–"]
+            for r in sec.get("rows", [])]
+    rows.append(["**total**", f"{len(sec.get('rows', []))} units + module init, link",
+                 f"**{sec.get('total_generate_s', 0):.2f}**",
+                 f"**{sec.get('total_compile_s', 0):.1f}** (+ link {sec.get('link_s', 0):.1f})"])
+    text = _table(["unit", "kernels", "engine s", "g++ s"], rows, "llrr")
+    if sec.get("error"):
+        text += f"\n\n- error: {sec['error'][:400]}"
+    return text
+
+
+def _machine_line(m: dict | None) -> str:
+    if not m:
+        return ""
+    load = m.get("loadavg_at_start")
+    return (f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gb', '?')} GB; "
+            f"{m.get('compiler', '?')}; Python {m.get('python', '?')}"
+            + (f"; torch {m['torch']} ({m.get('torch_threads')} threads)" if m.get("torch") else "")
+            + (f"; load average {load[0]:.1f} at start" if load else "")
+            + f"; git {m.get('git', '?')}; {m.get('date', '?')}")
+
+
+def markdown(data: dict[str, Any] | None = None) -> str:
+    data = data if data is not None else bl.load_results()
+    secs = data.get("sections", {})
+    parts = ["# torchclad benchmark results",
+             "",
+             "Generated by `make bench` (`benchmarks/`); rendered from `benchmarks/results.json` by "
+             "`python benchmarks/render.py`. Times are the minimum over the timed repetitions "
+             "(ms); ratios are between minima of the same run; spread = (p90 − min) / min. "
+             "The machine is shared with other work: see each section's load average; no timing "
+             "is asserted anywhere.", ""]
+
+    sec = secs.get("reverse_sweep")
+    parts += ["## AD overhead: generated reverse sweep vs hand-written backward (C++, float32)", ""]
+    if sec:
+        parts += [
+            "One C++ program per kernel (`benchmarks/bench_reverse.py`): the engine's translation "
+            "unit of the `csrc/kernels/` kernel plus a hand-written llm.c-style backward "
+            "(`benchmarks/oracles/`, checked against the generated gradient to 1e-5 relative in "
+            "the program), package flags `-O3 -std=c++17 -fno-fast-math -fopenmp`, "
+            "single-threaded, per-call thread CPU time. *sweep / hand* is the AD overhead "
+            f"(target ≤ {sec.get('target_sweep_over_hand', 1.3)}×); *reverse_forw / fwd* the "
+            "cost of recording the tape in the forward.", "",
+            reverse_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
+    else:
+        parts += ["(not run yet)", ""]
+
+    sec = secs.get("components")
+    parts += ["## Components: forward + backward (PyTorch modules, CPU, float32)", ""]
+    if sec:
+        parts += [
+            "`torchclad.nn` modules vs `torch.nn` (eager) vs `torch.compile` of the `torch.nn` "
+            "module, fwd+bwd with an input that requires grad; each case in a fresh process "
+            "(`benchmarks/bench_components.py`). Eager attention is "
+            "`F.scaled_dot_product_attention(is_causal=True)`.", "",
+            components_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
+    else:
+        parts += ["(not run yet)", ""]
+
+    sec = secs.get("gpt2")
+    parts += ["## GPT-2 124M training step (CPU, float32)", ""]
+    if sec:
+        parts += [
+            "Forward + backward of GPT-2 small (vocabulary 50304, 12 layers) at each (B, T); the "
+            "step adds AdamW. `torchclad` = `GPT2(config)` (modular: autograd chains the "
+            "generated sweeps), `fused` = `GPT2(config, fused=True)` (one generated sweep for "
+            "the whole model), eager / compile = a plain-PyTorch GPT-2 "
+            "(`benchmarks/reference_models.py`; compile with `dynamic=True`). Each case in a "
+            "fresh process (`benchmarks/bench_gpt2.py`).", "",
+            gpt2_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
+    else:
+        parts += ["(not run yet)", ""]
+
+    sec = secs.get("build")
+    parts += ["## Build: engine generation and compile time of the built-in kernels", ""]
+    if sec:
+        parts += [
+            "The engine over `torchclad/kernels.py`'s registry, then a fresh serial compile of "
+            "each unit (kernel + generated derivatives + pybind11 glue) into a temporary "
+            "directory with the package's flags (`benchmarks/bench_build.py`).", "",
+            build_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
+    else:
+        parts += ["(not run yet)", ""]
+    return "\n".join(parts)
+
+
+# ---- figure
+
+
+def speedups(data: dict) -> list[tuple[str, str, float]]:
+    """(case label, impl, eager time / impl time) for every measured case."""
+    out = []
+    secs = data.get("sections", {})
+    for name, impls in (("components", ("torchclad", "compile")),
+                        ("gpt2", ("torchclad", "torchclad_fused", "compile"))):
+        sec = secs.get(name)
+        if not sec:
+            continue
+        idx = _by(sec.get("rows", []), "case", "impl")
+        for case in sec.get("cases", []):
+            te = _t(idx.get((case, "eager")), "fwd_bwd")
+            label = case if name == "components" else f"GPT-2 {case}"
+            for impl in impls:
+                ti = _t(idx.get((case, impl)), "fwd_bwd")
+                if te and ti:
+                    out.append((label, impl, te / ti))
+    return out
+
+
+def render_png(data: dict, path: Path = bl.RESULTS_PNG) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    pts = speedups(data)
+    if not pts:
+        return False
+    cases = list(dict.fromkeys(p[0] for p in pts))
+    impls = [i for i in ("torchclad", "torchclad_fused", "compile") if any(p[1] == i for p in pts)]
+    val = {(c, i): s for c, i, s in pts}
+    width = 0.8 / len(impls)
+    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(cases) + 2), 4.2))
+    colors = {"torchclad": "#1f77b4", "torchclad_fused": "#2ca02c", "compile": "#ff7f0e"}
+    for k, impl in enumerate(impls):
+        xs = [j + (k - (len(impls) - 1) / 2) * width for j in range(len(cases))]
+        ys = [val.get((c, impl), 0.0) for c in cases]
+        bars = ax.bar(xs, ys, width, label=IMPL_NAMES[impl], color=colors[impl])
+        for b, y in zip(bars, ys):
+            if y:
+                ax.annotate(f"{y:.2f}", (b.get_x() + b.get_width() / 2, y), ha="center",
+                            va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels(cases, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("speed-up over PyTorch eager (fwd+bwd, ×)")
+    ax.set_title("torchclad vs PyTorch eager and torch.compile (CPU; >1 = faster than eager)",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def render_all(data: dict | None = None) -> None:
+    data = data if data is not None else bl.load_results()
+    bl._atomic_write(bl.RESULTS_MD, markdown(data) + "\n")
+    render_png(data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--print", action="store_true", help="print the markdown too")
+    args = ap.parse_args(argv)
+    data = bl.load_results()
+    render_all(data)
+    if args.print:
+        print(markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
