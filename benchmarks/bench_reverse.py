@@ -182,11 +182,7 @@ def run_all(kernels: list[str] | None = None, quick: bool = False, keep: Path | 
         "rows": rows,
     }
     if write:
-        if kernels is not None:  # a partial run keeps the other kernels' rows
-            old = bl.load_results().get("sections", {}).get(SECTION, {}).get("rows", [])
-            mine = {r["kernel"] for r in rows}
-            payload["rows"] = [r for r in old if r.get("kernel") not in mine] + rows
-        bl.update_section(SECTION, payload)
+        bl.update_section(SECTION, bl.merged(SECTION, payload, ("kernel",)))
     return payload
 
 

@@ -159,6 +159,28 @@ def update_section(name: str, payload: dict[str, Any], path: Path = RESULTS_JSON
     return data
 
 
+def merged(section: str, payload: dict[str, Any], key: Sequence[str],
+           order: Sequence[str] | None = None, order_field: str | None = None) -> dict[str, Any]:
+    """``payload`` with the rows of the stored section that it did not re-run (a partial run,
+    e.g. ``--cases gelu``, keeps the other cases' last numbers; each row keeps its own date in
+    its section's machine block only, so a merged section says so in ``merged_from``)."""
+    old = load_results().get("sections", {}).get(section)
+    if not old:
+        return payload
+    k = lambda r: tuple(r.get(f) for f in key)  # noqa: E731
+    mine = {k(r) for r in payload["rows"]}
+    kept = [r for r in old.get("rows", []) if k(r) not in mine]
+    if not kept:
+        return payload
+    out = dict(payload)
+    out["rows"] = kept + payload["rows"]
+    out["merged_from"] = (old.get("machine") or {}).get("date")
+    if order_field:
+        have = set(old.get(order_field, [])) | set(payload.get(order_field, []))
+        out[order_field] = [c for c in (order or sorted(have)) if c in have]
+    return out
+
+
 def run_worker(args: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``python benchmarks/_worker.py <args>`` in a fresh process; its last stdout line is a
     JSON object. A failure becomes ``{"status": "error", "error": ...}`` (never an exception)."""

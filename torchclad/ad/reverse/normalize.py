@@ -108,6 +108,7 @@ class Normalizer:
 
     def ops_stmt(self, s) -> list:
         pre: list = []
+        self.loc = getattr(s, "loc", self.fn.loc)
         if isinstance(s, ir.Assign):
             value = self.hoist(s.value, pre, top=(s.op == "="))
             target = self.hoist(s.target, pre, top=False)
@@ -156,14 +157,14 @@ class Normalizer:
             if top:
                 return call
             if e.type.base == "void":
-                raise DiffError(None, f"void function '{e.fn}' used as a value")
+                raise DiffError(self.loc, f"void function '{e.fn}' used as a value")
             v = self.var("call", e.type.value())
-            pre.append(ir.Decl(v, call))
+            pre.append(ir.Decl(v, call, (), self.loc))
             return v
         if isinstance(e, (ir.Cond,)) or (isinstance(e, ir.Binary) and e.op in ("&&", "||")):
             for sub in ir.children(e)[1:]:
                 if _has_user_call(sub):
-                    raise DiffError(None, "a call to a user function inside a conditional "
+                    raise DiffError(self.loc, "a call to a user function inside a conditional "
                                           "branch of an expression (?:, &&, ||) is not "
                                           "supported; use an if statement")
         kids = ir.children(e)

@@ -1,0 +1,114 @@
+"""GPT-2 124M training step: torchclad modular, torchclad fused, PyTorch eager, torch.compile.
+
+GPT-2 small (12 layers, 12 heads, 768 channels, vocabulary 50304, block 1024) at
+(B, T) in {(1, 16), (2, 32), (4, 64)}. A step = forward with targets, loss.backward(),
+AdamW.step(); forward, backward and the optimizer are timed apart, and the comparison is on
+forward + backward (AdamW is the same code for every implementation).
+
+* ``torchclad``        ``torchclad.nn.GPT2(GPT2Config())``: autograd chains the layers' generated sweeps
+* ``torchclad_fused``  ``GPT2(GPT2Config(), fused=True)``: one generated sweep for the whole model
+* ``eager``            a plain-PyTorch GPT-2 (benchmarks/reference_models.py), same weights
+* ``compile``          ``torch.compile(<that model>, dynamic=True)``: one graph for the three
+                       shapes, so the later processes reuse the inductor cache; the first
+                       step (compilation included) is reported apart
+
+Every case runs in a fresh process (peak RSS of its own). All implementations get the same
+weights (copied by parameter name), so their first losses must agree; the table shows the
+largest difference. A model that is missing or fails is a row with its reason.
+
+Results: section ``gpt2`` of benchmarks/results.json, table in results.md.
+
+    python benchmarks/bench_gpt2.py [--quick] [--sizes 1x16,4x64] [--impls eager,torchclad]
+    pytest benchmarks/bench_gpt2.py --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import benchlib as bl
+
+SECTION = "gpt2"
+SIZES = ((1, 16), (2, 32), (4, 64))
+IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
+
+
+def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
+    steps, max_s = (2, 20.0) if quick else (3, 60.0)
+    machine = bl.machine_info()
+    rows = []
+    for B, T in sizes:
+        for impl in impls:
+            warmup = 2 if impl == "compile" else 1
+            out = bl.run_worker(["gpt2", impl, str(B), str(T), "--warmup", str(warmup),
+                                 "--steps", str(steps), "--max-seconds", str(max_s)],
+                                timeout=1500)
+            out.setdefault("case", f"B{B},T{T}")
+            out.setdefault("impl", impl)
+            if out.get("status") == "ok":
+                out["times"] = {k: bl.stats(v) for k, v in out["times"].items()}
+            rows.append(out)
+            print(f"  gpt2: B{B},T{T} {impl:16s} {_brief(out)}", flush=True)
+    cases = [f"B{B},T{T}" for B, T in sizes]
+    for case in cases:  # same weights, same tokens: the first losses must agree
+        losses = {r["impl"]: r["first_loss"] for r in rows
+                  if r["case"] == case and r.get("status") == "ok"}
+        if "eager" in losses:
+            for r in rows:
+                if r["case"] == case and r["impl"] in losses:
+                    r["loss_diff_vs_eager"] = abs(losses[r["impl"]] - losses["eager"])
+    payload = {
+        "machine": machine,
+        "method": (f"fresh process per case; 1 warm-up step (2 for compile) then up to {steps} "
+                   f"timed steps (at least 2, stopping after {max_s:.0f} s); wall clock; "
+                   "ratios of minima of forward+backward; AdamW timed apart"),
+        "cases": cases, "impls": list(impls), "quick": quick, "rows": rows,
+    }
+    if write:
+        bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"),
+                                             [f"B{B},T{T}" for B, T in SIZES], "cases"))
+    return payload
+
+
+def _brief(row: dict) -> str:
+    if row.get("status") != "ok":
+        return f"{row.get('status')}: {(row.get('reason') or row.get('error') or '')[:200]}"
+    t = row["times"]
+    return (f"fwd+bwd {bl.fmt_ms(t['fwd_bwd']['min'])} ms, step {bl.fmt_ms(t['step']['min'])} ms, "
+            f"first step {row['first_step_s']:.1f} s, loss {row['first_loss']:.4f}, "
+            f"peak RSS {row.get('rss_peak_mb', 0) / 1024:.2f} GB")
+
+
+def test_gpt2(benchmark):
+    """pytest-benchmark entry point: one round of all cases; numbers in results.json."""
+    import render
+
+    payload = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    print("\n" + render.gpt2_table(payload))
+    for r in payload["rows"]:
+        benchmark.extra_info[f"{r['case']}/{r['impl']}"] = (
+            r["times"]["fwd_bwd"]["min"] if r.get("status") == "ok" else r.get("status"))
+    # correctness, not timing: every implementation computes the same first loss
+    bad = [r for r in payload["rows"] if (r.get("loss_diff_vs_eager") or 0) > 1e-3]
+    assert not bad, "; ".join(f"{r['case']}/{r['impl']}: loss differs from eager by "
+                              f"{r['loss_diff_vs_eager']:.3g}" for r in bad)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sizes", default=",".join(f"{b}x{t}" for b, t in SIZES))
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args(argv)
+    import render
+
+    sizes = [tuple(int(v) for v in s.split("x")) for s in a.sizes.split(",")]
+    payload = run_all(sizes, a.impls.split(","), a.quick, write=not a.no_write)
+    print(render.gpt2_table(payload))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

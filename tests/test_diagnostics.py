@@ -1,0 +1,58 @@
+"""Unsupported C++ is rejected with file:line:col and the construct's name; never a silent
+wrong or zero gradient."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from torchclad.ad import DiffError, differentiate
+
+CASES = [
+    ("goto", "double f(double x) { if (x > 0) goto end; x = x * x; end: return x; }",
+     "goto is not supported"),
+    ("try", "double f(double x) { try { x = x * 2; } catch (...) {} return x; }",
+     "exceptions"),
+    ("lambda", "double f(double x) { auto g = [](double v) { return v * v; }; return g(x); }",
+     "lambdas are not supported"),
+    ("reference", "double f(double& x) { return x * x; }", "reference parameter 'x'"),
+    ("pointer to pointer", "double f(double** x) { return x[0][0]; }",
+     "pointers to pointers"),
+    ("recursion", "double f(double x, int n) { if (n == 0) return x; return x * f(x, n - 1); }",
+     "recursive call to 'f'"),
+    ("missing rule", "double mystery(double); double f(double x) { return mystery(x) * x; }",
+     "no definition or custom derivative for 'mystery'"),
+    ("unknown math", "#include <cmath>\ndouble f(double x) { return std::tgamma(x); }",
+     "no derivative for call to 'std::tgamma'"),
+    ("static state", "double f(double x) { static double acc = 0; acc += x; return acc; }",
+     "static local 'acc'"),
+    ("struct", "struct P { double a; }; double f(P p) { return p.a; }",
+     "struct"),
+    ("syntax", "double f(double x) { return x * ; }", "does not compile"),
+    ("re-pointed pointer",
+     "double f(double x) { double a = x, b = 2 * x; double* p = &a; p = &b; return *p; }",
+     "points into several arrays"),
+    ("wrt not a parameter", "double f(double x) { return x * x; }", "wrt names 'y'"),
+    ("wrt an int", "double f(double x, int n) { return x * n; }", "cannot differentiate"),
+    ("no such function", "double g(double x) { return x; }", "no function 'f'"),
+]
+
+
+@pytest.mark.parametrize("what,src,message", CASES, ids=[c[0] for c in CASES])
+def test_rejected_with_location(what, src, message):
+    wrt = {"wrt not a parameter": "y", "wrt an int": "n"}.get(what)
+    with pytest.raises(DiffError) as info:
+        differentiate(src, "f", wrt, filename="kernel.cpp")
+    text = str(info.value)
+    assert message in text, text
+    if what not in ("no such function",):
+        assert re.match(r"kernel\.cpp:\d+:\d+: ", text), text
+
+
+def test_diff_error_is_a_value_error():
+    assert issubclass(DiffError, ValueError)
+
+
+def test_unused_unsupported_function_does_not_block_others():
+    src = "double bad(double x) { goto e; e: return x; }\ndouble f(double x) { return x * x; }"
+    assert "f_pullback" in differentiate(src, "f").code
