@@ -1,11 +1,13 @@
 template <typename T>
 void gelu_forward_pullback(T* out, const T* inp, int N, T* _d_inp, T* _d_out) {
+    #pragma omp parallel for
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
         out[i] = T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + cube)));
     }
-    for (int i = N; i-- > 0; ) {
+    #pragma omp parallel for
+    for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
         T _d_x = T(0);
@@ -25,6 +27,7 @@ void gelu_forward_pullback(T* out, const T* inp, int N, T* _d_inp, T* _d_out) {
 
 template <typename T>
 void gelu_forward_reverse_forw(T* out, const T* inp, int N, torchclad::Tape& _tape) {
+    #pragma omp parallel for
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -34,7 +37,8 @@ void gelu_forward_reverse_forw(T* out, const T* inp, int N, torchclad::Tape& _ta
 
 template <typename T>
 void gelu_forward_reverse_sweep(T* out, const T* inp, int N, T* _d_inp, T* _d_out, torchclad::Tape& _tape) {
-    for (int i = N; i-- > 0; ) {
+    #pragma omp parallel for
+    for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
         T _d_x = T(0);
