@@ -1,14 +1,19 @@
 """One benchmark case in a fresh process (run by bench_components.py / bench_gpt2.py through
 benchlib.run_worker), so that its peak RSS is its own.
 
-    python benchmarks/_worker.py component <name> <impl> [--warmup N] [--steps N] [--min-seconds S]
-    python benchmarks/_worker.py gpt2 <impl> <B> <T> [--warmup N] [--steps N] [--max-seconds S]
+    python benchmarks/_worker.py component <name> <impl> [--warmup N] [--steps N] [--min-seconds S] [--threads N]
+    python benchmarks/_worker.py gpt2 <impl> <B> <T> [--warmup N] [--steps N] [--max-seconds S] [--threads N]
 
 component: matmul | attention | layernorm | gelu | crossentropy;  impl: torchclad | eager | compile
 gpt2 impl: torchclad | torchclad_fused | eager | compile
 
+``--threads N`` (default 1; 0 = torch's default) sets OMP_NUM_THREADS / MKL_NUM_THREADS before
+torch is imported, and torch.set_num_threads.
+
 Prints one JSON line: status ("ok", "unavailable" with a reason, or "error"), per-phase time
-samples (seconds), the first call's time (for compile: compilation included), and memory:
+samples in seconds -- ``times`` by the wall clock, ``cpu_times`` by the process's CPU clock
+(user + sys, every thread: with one thread this is the wall time minus the time spent
+descheduled) -- the first call's wall time (for compile: compilation included), and memory:
 
 * ``rss_peak_mb``      ru_maxrss of the process at the end (torch import, setup and the steps);
 * ``rss_base_mb``      resident size after setup and warm-up, when the high-water mark is reset
@@ -30,6 +35,38 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# ---- clocks
+
+
+class Clock:
+    """Marks phases of one step by the wall and the process CPU clock."""
+
+    def __init__(self) -> None:
+        self.w = time.perf_counter()
+        self.c = time.process_time()
+
+    def lap(self) -> tuple[float, float]:
+        w, c = time.perf_counter(), time.process_time()
+        out = (w - self.w, c - self.c)
+        self.w, self.c = w, c
+        return out
+
+
+def _series(steps: list[dict], phases: tuple[str, ...], k: int) -> dict[str, list[float]]:
+    out = {p: [st[p][k] for st in steps] for p in phases}
+    return out
+
+
+def _timings(steps: list[dict], phases: tuple[str, ...], sums: dict[str, tuple[str, ...]]) -> dict:
+    res = {}
+    for key, k in (("times", 0), ("cpu_times", 1)):
+        ser = _series(steps, phases, k)
+        for name, parts in sums.items():
+            ser[name] = [sum(ser[p][i] for p in parts) for i in range(len(steps))]
+        res[key] = ser
+    return res
+
 
 # ---- memory
 
@@ -124,7 +161,7 @@ def component(name: str, impl: str):
             p.copy_(torch.randn(p.shape, generator=pg) * (0.02 if p.dim() > 1 else 0.1)
                     + (1.0 if pname.endswith("weight") and p.dim() == 1 else 0.0))
     x.requires_grad_(True)
-    grad_out = None if name == "crossentropy" else randn(*_out_shape(name, x))
+    grad_out = None if name == "crossentropy" else randn(*x.shape)
     return mod, x, grad_out, label
 
 
@@ -144,10 +181,6 @@ class _BoundTargets:
         return iter(())
 
 
-def _out_shape(name: str, x):
-    return tuple(x.shape)
-
-
 def run_component(name: str, impl: str, warmup: int, steps: int, min_seconds: float) -> dict:
     import torch
 
@@ -158,34 +191,32 @@ def run_component(name: str, impl: str, warmup: int, steps: int, min_seconds: fl
         fn = torch.compile(mod if isinstance(mod, torch.nn.Module) else mod.__call__)
     params = list(mod.parameters())
 
-    def step():
+    def step() -> dict:
         x.grad = None
         for p in params:
             p.grad = None
-        t0 = time.perf_counter()
+        clk = Clock()
         y = fn(x)
-        t1 = time.perf_counter()
+        fwd = clk.lap()
         if gout is None:
             y.backward()
         else:
             y.backward(gout)
-        t2 = time.perf_counter()
-        return t1 - t0, t2 - t1
+        return {"forward": fwd, "backward": clk.lap()}
 
     first = step()
     for _ in range(max(0, warmup - 1)):
         step()
     reset_ok = reset_peak()
     base = _status_kb("VmRSS")
-    fwd, bwd = [], []
+    steps_done: list[dict] = []
     t_start = time.perf_counter()
-    while len(fwd) < steps or (time.perf_counter() - t_start < min_seconds and len(fwd) < 50 * steps):
-        f, b = step()
-        fwd.append(f)
-        bwd.append(b)
+    while len(steps_done) < steps or (time.perf_counter() - t_start < min_seconds
+                                      and len(steps_done) < 50 * steps):
+        steps_done.append(step())
     return {"status": "ok", "case": name, "impl": impl, "size": label,
-            "first_call_s": sum(first), "times": {"forward": fwd, "backward": bwd,
-                                                  "fwd_bwd": [f + b for f, b in zip(fwd, bwd)]},
+            "first_call_s": first["forward"][0] + first["backward"][0],
+            **_timings(steps_done, ("forward", "backward"), {"fwd_bwd": ("forward", "backward")}),
             **memory(reset_ok, base)}
 
 
@@ -230,38 +261,36 @@ def run_gpt2(impl: str, B: int, T: int, warmup: int, steps: int, max_seconds: fl
 
     losses = []
 
-    def step():
+    def step() -> dict:
         opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
+        clk = Clock()
         _, loss = fn(idx, targets)
-        t1 = time.perf_counter()
+        fwd = clk.lap()
         loss.backward()
-        t2 = time.perf_counter()
+        bwd = clk.lap()
         opt.step()
-        t3 = time.perf_counter()
+        out = {"forward": fwd, "backward": bwd, "optimizer": clk.lap()}
         losses.append(float(loss))
-        return t1 - t0, t2 - t1, t3 - t2
+        return out
 
     first = step()
     for _ in range(max(0, warmup - 1)):
         step()
     reset_ok = reset_peak()
     base = _status_kb("VmRSS")
-    fwd, bwd, optim = [], [], []
+    steps_done: list[dict] = []
     t_start = time.perf_counter()
-    while len(fwd) < steps:
-        f, b, o = step()
-        fwd.append(f)
-        bwd.append(b)
-        optim.append(o)
-        if len(fwd) >= 2 and time.perf_counter() - t_start > max_seconds:
+    while len(steps_done) < steps:
+        steps_done.append(step())
+        if len(steps_done) >= 2 and time.perf_counter() - t_start > max_seconds:
             break  # the time budget: at least two timed steps
     return {"status": "ok", "case": f"B{B},T{T}", "impl": impl, "B": B, "T": T,
-            "params": n_params, "init_s": init_s, "first_step_s": sum(first),
+            "params": n_params, "init_s": init_s,
+            "first_step_s": sum(v[0] for v in first.values()),
             "first_loss": losses[0], "last_loss": losses[-1],
-            "times": {"forward": fwd, "backward": bwd, "optimizer": optim,
-                      "fwd_bwd": [f + b for f, b in zip(fwd, bwd)],
-                      "step": [f + b + o for f, b, o in zip(fwd, bwd, optim)]},
+            **_timings(steps_done, ("forward", "backward", "optimizer"),
+                       {"fwd_bwd": ("forward", "backward"),
+                        "step": ("forward", "backward", "optimizer")}),
             **memory(reset_ok, base)}
 
 
@@ -273,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--min-seconds", type=float, default=1.0)
     ap.add_argument("--max-seconds", type=float, default=math.inf)
+    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args(argv)
+    if a.threads > 0:  # before torch (and its OpenMP / MKL runtimes) load
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(a.threads)
+        import torch
+
+        torch.set_num_threads(a.threads)
     try:
         if a.what == "component":
             name, impl = a.args
@@ -288,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         out = {"status": "error", "error": f"{type(e).__name__}: {e}"[:1500],
                "where": " | ".join(tb[-6:])[:1500]}
     out.setdefault("pid", os.getpid())
+    try:
+        import torch
+
+        out["threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
     print(json.dumps(out))
     return 0
 

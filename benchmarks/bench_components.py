@@ -30,22 +30,24 @@ IMPLS = ("eager", "torchclad", "compile")
 def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
     warmup, steps, min_s = (2, 5, 0.2) if quick else (3, 20, 1.5)
     machine = bl.machine_info()
+    threads = bl.bench_threads()
+    machine["bench_threads"] = threads
     rows = []
     for case in cases:
         for impl in impls:
             out = bl.run_worker(["component", case, impl, "--warmup", str(warmup),
-                                 "--steps", str(steps), "--min-seconds", str(min_s)], timeout=900)
+                                 "--steps", str(steps), "--min-seconds", str(min_s),
+                                 "--threads", str(threads)], timeout=900)
             out.setdefault("case", case)
             out.setdefault("impl", impl)
-            if out.get("status") == "ok":
-                out["times"] = {k: bl.stats(v) for k, v in out["times"].items()}
+            out = bl.summarize_worker(out)
             rows.append(out)
             print(f"  components: {case:12s} {impl:10s} {_brief(out)}", flush=True)
     payload = {
         "machine": machine,
         "method": (f"fresh process per case; {warmup} warm-up steps then >= {steps} timed steps "
-                   f"(and >= {min_s} s); wall clock per step; ratios of minima; torch threads "
-                   "as default"),
+                   f"(and >= {min_s} s); {threads or 'default'} thread(s); per-step process CPU "
+                   "time with one thread, else wall time; ratios of minima"),
         "cases": list(cases), "impls": list(impls), "quick": quick, "rows": rows,
     }
     if write:

@@ -37,17 +37,18 @@ IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
     steps, max_s = (2, 20.0) if quick else (3, 60.0)
     machine = bl.machine_info()
+    threads = bl.bench_threads()
+    machine["bench_threads"] = threads
     rows = []
     for B, T in sizes:
         for impl in impls:
             warmup = 2 if impl == "compile" else 1
             out = bl.run_worker(["gpt2", impl, str(B), str(T), "--warmup", str(warmup),
-                                 "--steps", str(steps), "--max-seconds", str(max_s)],
-                                timeout=1500)
+                                 "--steps", str(steps), "--max-seconds", str(max_s),
+                                 "--threads", str(threads)], timeout=1500)
             out.setdefault("case", f"B{B},T{T}")
             out.setdefault("impl", impl)
-            if out.get("status") == "ok":
-                out["times"] = {k: bl.stats(v) for k, v in out["times"].items()}
+            out = bl.summarize_worker(out)
             rows.append(out)
             print(f"  gpt2: B{B},T{T} {impl:16s} {_brief(out)}", flush=True)
     cases = [f"B{B},T{T}" for B, T in sizes]
@@ -61,8 +62,9 @@ def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -
     payload = {
         "machine": machine,
         "method": (f"fresh process per case; 1 warm-up step (2 for compile) then up to {steps} "
-                   f"timed steps (at least 2, stopping after {max_s:.0f} s); wall clock; "
-                   "ratios of minima of forward+backward; AdamW timed apart"),
+                   f"timed steps (at least 2, stopping after {max_s:.0f} s); "
+                   f"{threads or 'default'} thread(s); process CPU time with one thread, else "
+                   "wall time; ratios of minima of forward+backward; AdamW timed apart"),
         "cases": cases, "impls": list(impls), "quick": quick, "rows": rows,
     }
     if write:

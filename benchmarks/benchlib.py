@@ -199,6 +199,33 @@ def run_worker(args: Sequence[str], timeout: float, env: dict[str, str] | None =
     return json.loads(lines[-1])
 
 
+def bench_threads() -> int:
+    """Threads for the PyTorch benchmarks: $TORCHCLAD_BENCH_THREADS, default 1 (0 = torch's
+    default). One thread by default because the benchmark machine is a shared 2-core box: with
+    more runnable processes than cores, torch's OpenMP regions wait for descheduled threads
+    (measured: GPT-2 (1, 16) fwd+bwd 4.7 s with 2 threads vs 1.3 s with 1 under load 7), and
+    torchclad's generated kernels are single-threaded anyway -- so the comparison is per core."""
+    try:
+        return max(0, int(os.environ.get("TORCHCLAD_BENCH_THREADS", "1")))
+    except ValueError:
+        return 1
+
+
+def summarize_worker(out: dict[str, Any]) -> dict[str, Any]:
+    """Turn a worker's sample lists into statistics. The primary clock (``times``) is the
+    process CPU time when the case ran on one thread (the time it was descheduled does not
+    count), else the wall clock; both are kept (``wall_times``, ``cpu_times``)."""
+    if out.get("status") != "ok":
+        return out
+    wall = {k: stats(v) for k, v in out.pop("times").items()}
+    cpu = {k: stats(v) for k, v in out.pop("cpu_times", {}).items()}
+    one = out.get("threads") == 1 and cpu
+    out["clock"] = "process_cpu" if one else "wall"
+    out["times"] = cpu if one else wall
+    out["wall_times"], out["cpu_times"] = wall, cpu
+    return out
+
+
 def cxx() -> list[str]:
     return (os.environ.get("CXX") or "g++").split()
 

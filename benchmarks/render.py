@@ -143,10 +143,13 @@ def build_table(sec: dict) -> str:
     rows = [[r["unit"], ", ".join(r.get("functions", [])), f"{r['generate_s']:.2f}",
              f"{r['compile_s']:.1f}" if r.get("compile_s") is not None else "–"]
             for r in sec.get("rows", [])]
-    rows.append(["**total**", f"{len(sec.get('rows', []))} units + module init, link",
+    if sec.get("module_compile_s") is not None:
+        rows.append(["`_C_module.cpp`", "module init", "–", f"{sec['module_compile_s']:.1f}"])
+    rows.append(["**total**", f"{sec.get('kernels', '?')} kernels in {len(sec.get('rows', []))} units",
                  f"**{sec.get('total_generate_s', 0):.2f}**",
-                 f"**{sec.get('total_compile_s', 0):.1f}** (+ link {sec.get('link_s', 0):.1f})"])
-    text = _table(["unit", "kernels", "engine s", "g++ s"], rows, "llrr")
+                 f"**{sec.get('total_compile_s', 0):.1f}** (+ link {sec.get('link_s', 0):.1f}; "
+                 f"wall {sec.get('compile_wall_s', 0):.0f} with 2 jobs)"])
+    text = _table(["unit", "kernels", "engine s", "g++ CPU s"], rows, "llrr")
     if sec.get("error"):
         text += f"\n\n- error: {sec['error'][:400]}"
     return text

@@ -32,6 +32,10 @@ CASES = [
     ("re-pointed pointer",
      "double f(double x) { double a = x, b = 2 * x; double* p = &a; p = &b; return *p; }",
      "points into several arrays"),
+    ("moved pointer into a local",
+     "double f(const double* x, int n) { double buf[4]; double* p = buf;"
+     " for (int i = 0; i < n; i++) { *p = x[i] * x[i]; p++; } return buf[0] + buf[1]; }",
+     "pointer 'p' into local 'buf' is changed after it is declared"),
     ("wrt not a parameter", "double f(double x) { return x * x; }", "wrt names 'y'"),
     ("wrt an int", "double f(double x, int n) { return x * n; }", "cannot differentiate"),
     ("no such function", "double g(double x) { return x; }", "no function 'f'"),

@@ -76,10 +76,16 @@ SRC = textwrap.dedent("""
     }}
     template <typename T>
     void use_scaled(T* out, const T* a, int n) { scaled(out, a, (const T*)nullptr, n); }
+    // nn-7: a parallel reverse reduces into a bias adjoint that may be null
+    void rows_bias(double* out, const double* inp, const double* bias, int B, int C) {
+      #pragma omp parallel for
+      for (int b = 0; b < B; b++)
+        for (int i = 0; i < C; i++) out[b * C + i] = inp[b * C + i] * (bias ? bias[i] : 1.0);
+    }
 """)
 
 REQUESTS = [("outer", "x"), ("outer2", "x"), ("cast_sum", "x"), ("ret_t", "y"),
-            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0"), ("use_scaled", "a")]
+            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0"), ("use_scaled", "a"), ("rows_bias", "inp, bias")]
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +166,21 @@ def test_template_custom_pullback_with_null_argument(mod, dtype, sfx):
     _call(m, "use_scaled", sfx, out.data_ptr(), a.data_ptr(), 2, da.data_ptr(), dout.data_ptr())
     torch.testing.assert_close(out, 2 * a)
     torch.testing.assert_close(da, torch.full((2,), 2.0, dtype=dtype))
+
+
+def test_parallel_reduction_with_absent_bias(mod):
+    derivs, m = mod
+    assert "reduction(+: _d_bias[:C])" in derivs["rows_bias"].code
+    d = torch.float64
+    B, C = 6, 5
+    inp, bias = torch.randn(B * C, dtype=d), torch.randn(C, dtype=d)
+    out, dout = torch.zeros(B * C, dtype=d), torch.ones(B * C, dtype=d)
+    dinp, dbias = torch.zeros(B * C, dtype=d), torch.zeros(C, dtype=d)
+    _call(m, "rows_bias", "f64", out.data_ptr(), inp.data_ptr(), bias.data_ptr(), B, C,
+          dinp.data_ptr(), dbias.data_ptr(), dout.data_ptr())
+    torch.testing.assert_close(dbias, inp.view(B, C).sum(0))
+    dinp.zero_()
+    dout.fill_(1.0)
+    _call(m, "rows_bias", "f64", out.data_ptr(), inp.data_ptr(), 0, B, C,   # no bias
+          dinp.data_ptr(), 0, dout.data_ptr())
+    torch.testing.assert_close(dinp, torch.ones(B * C, dtype=d))

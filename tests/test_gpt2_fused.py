@@ -161,3 +161,25 @@ def test_logits_gradient_only():
     (ref(idx, tgt)[0] * w).sum().backward()
     for k, g in grads(ref).items():
         torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+
+
+def test_deepcopy_and_pickle_get_their_own_buffers():
+    import copy
+    import io
+
+    cfg = tiny_config()
+    model, ref = make(cfg, True, torch.float64)
+    idx, tgt = batch(cfg, 2, 5)
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin.transformer.ln_f.weight.mul_(3)  # must not leak into the original
+    torch.testing.assert_close(model(idx, tgt)[1], ref(idx, tgt)[1], rtol=1e-12, atol=1e-12)
+    assert twin.transformer.wte.weight.data_ptr() != model.transformer.wte.weight.data_ptr()
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    loaded(idx, tgt)[1].backward()
+    ref(idx, tgt)[1].backward()
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(loaded)[k], g, rtol=1e-10, atol=1e-12, msg=k)

@@ -60,8 +60,8 @@ def test_state_dict_keys_like_nanogpt():
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_gradcheck_float64(bias):
-    cfg = Config(n_embd=6, n_head=2, block_size=4, bias=bias)
-    assert gradcheck_module(tnn.CausalSelfAttention(cfg), torch.randn(2, 4, 6))
+    cfg = Config(n_embd=4, n_head=2, block_size=3, bias=bias)
+    assert gradcheck_module(tnn.CausalSelfAttention(cfg), torch.randn(2, 3, 4))
 
 
 @pytest.mark.parametrize("cfg", [Config(), Config(n_embd=32, n_head=4, block_size=16),
@@ -129,3 +129,14 @@ def test_opcheck():
     for dtype in (torch.float32, torch.float64):
         qkv = torch.randn(2, 4, 3, 2, 3, dtype=dtype, requires_grad=True)
         torch.library.opcheck(_builtin.attention, (qkv,))
+
+
+def test_attention_tape_holds_only_row_statistics():
+    """preatt / att are TORCHCLAD_WRITE_ONCE: the generated forward tapes no array element."""
+    from torchclad import ad, kernels
+
+    spec = next(s for s in kernels.KERNELS if s.name == "attention_forward")
+    d = ad.differentiate(kernels.unit_source(spec), spec.name, list(spec.wrt))
+    forw = dict(d.functions)["attention_forward_reverse_forw"]
+    pushes = [line.strip() for line in forw.splitlines() if "_tape.push" in line]
+    assert pushes == ["_tape.push(smax);", "_tape.push(mx);", "_tape.push(sum);"]

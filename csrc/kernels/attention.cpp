@@ -4,7 +4,8 @@
 // B = batch, T = time, C = channels, NH = heads, hs = C / NH = head size.
 // In code the time size is `Tn`: `T` is the scalar type of the template.
 //
-// void attention_forward(T* out, T* preatt, T* att, const T* inp, int B, int Tn, int C, int NH)
+// void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRITE_ONCE att,
+//                        const T* inp, int B, int Tn, int C, int NH)
 //   inp    (B, T, 3C)     q, k, v packed the way c_attn produces them: channels [0, C) are the
 //                         queries, [C, 2C) the keys, [2C, 3C) the values; head h owns channels
 //                         [h*hs, (h+1)*hs) of each of the three.

@@ -12,7 +12,6 @@
 //
 // T gpt2_forward(T* logits, T* acts, const T* params, const long* idx, const long* targets,
 //                int B, int Tn, int C, int V, int maxT, int NL, int NH)
-//   (logits and acts are marked TORCHCLAD_WRITE_ONCE, see below)
 //   idx, targets (B, T) int64; targets[n] = -1 ignores position n (every other target and
 //   every idx must be in [0, V): the caller checks, the kernels index with them).
 //   Returns the mean over the non-ignored positions of -log softmax(logits)[target] (NaN when
@@ -31,11 +30,14 @@
 //   transformer.ln_f.weight (C), transformer.ln_f.bias (C)
 //   lm_head bias (V)               -- not a parameter of GPT-2: always zero
 //   Every bias has a slot: with GPT2Config(bias=False) the Python side keeps them at zero and
-//   drops their gradients. (No conditional or null pointers: docs/ENGINE_REQUESTS.md gpt2-4, gpt2-5.)
+//   drops their gradients: one layout for both, no conditional or null pointers in the kernel.
 //
-// acts: the activation arena, TORCHCLAD_WRITE_ONCE: during one call every element is written at
-//   most once (each activation has its own slot) and read only after it is written, so the engine
-//   records none of these writes: the reverse sweep reads back what the forward left; AL = 18 N C + 4 N + 2 B NH T^2 values per layer:
+// acts: the activation arena, (B, T)-sized by the caller and reused from call to call. Every
+//   activation has its own slot, written by one kernel call and only read after that, so acts
+//   (like logits) is marked TORCHCLAD_WRITE_ONCE: the engine records none of these writes and the
+//   reverse sweep reads back what the forward left. (Inside a kernel, attention's `o[i] +=` and
+//   matmul's bias-then-gemm accumulate into their output: linear updates whose derivatives never
+//   need the overwritten values.) AL = 18 N C + 4 N + 2 B NH T^2 values per layer:
 //   encoded (N, C)                                   the input of layer 0
 //   per layer: ln1 (N, C), ln1 mean (N), ln1 rstd (N), qkv (N, 3C), atty (N, C),
 //     preatt (B, NH, T, T), att (B, NH, T, T), attproj (N, C), residual2 (N, C), ln2 (N, C),

@@ -32,7 +32,6 @@ from .sparse import Embedding
 
 __all__ = ["GPT2Config", "Block", "GPT2", "TokenIndexError", "param_layout", "arena_size"]
 
-_INT32_MAX = 2**31 - 1
 
 
 @dataclass
@@ -74,15 +73,8 @@ class Block(torch.nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = _residual(x, self.attn(self.ln_1(x)))
-        return _residual(x, self.mlp(self.ln_2(x)))
-
-
-# out = inp1 + inp2 (csrc/kernels/residual.cpp). Our own op for the kernel while
-# _builtin.residual's shape function is broken (docs/ENGINE_REQUESTS.md gpt2-nn-1).
-_residual = _builtin.builtin_op(
-    "residual_forward", inputs=["inp1", "inp2"], outputs={"out": lambda a, b: a.shape},
-    sizes={"N": lambda a, b: a.numel()}).op
+        x = _builtin.residual(x, self.attn(self.ln_1(x)))
+        return _builtin.residual(x, self.mlp(self.ln_2(x)))
 
 
 class GPT2(torch.nn.Module):
@@ -120,7 +112,9 @@ class GPT2(torch.nn.Module):
         # llm.c / Hugging Face checkpoints carry the causal mask as a buffer "attn.bias"
         # (and "attn.masked_bias"); it is not state here: drop it when loading.
         self.register_load_state_dict_pre_hook(_drop_mask_buffers)
-        self._fused: Optional[_Fused] = _Fused(self) if self.fused else None
+        self._fused: Optional[_Fused] = _Fused(config) if self.fused else None
+        if self._fused is not None:
+            self._fused.pack(self)
 
     # ---- nanoGPT conveniences
 
@@ -139,7 +133,7 @@ class GPT2(torch.nn.Module):
     def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None):
         B, T = self._check_inputs(idx, targets)
         if self._fused is not None:
-            return self._fused.forward(idx, targets)
+            return self._fused.forward(self, idx, targets)
         tr = self.transformer
         x = _builtin.encoder(idx.to(torch.int64).contiguous(), tr.wte.weight, tr.wpe.weight)
         for block in tr.h:
@@ -301,25 +295,32 @@ def fused_kernel_module() -> Any:
 class _Fused:
     """The fused path of one GPT2: flat parameter buffer, arena pool, calls into the kernel."""
 
-    def __init__(self, model: GPT2) -> None:
-        self.model_ref = weakref.ref(model)
-        self.config = model.config
-        self.layout = param_layout(model.config)
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.layout = param_layout(config)
         self.total = self.layout[-1][2] + math.prod(self.layout[-1][1])
+        self._reset()
+
+    def _reset(self) -> None:
         self.flat: Optional[torch.Tensor] = None
         self.slots: list[tuple[torch.nn.Parameter, int, int]] = []  # (param, offset, numel)
         self.arenas: dict[tuple, list[torch.Tensor]] = {}
         self.scratch: dict[tuple, torch.Tensor] = {}
-        self.pack()
+
+    # copy.deepcopy / pickle of the model: the buffers are rebuilt on the next forward
+    def __getstate__(self) -> dict:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["config"])
 
     # -- parameters
 
     def params_in_order(self) -> list[torch.nn.Parameter]:
         return [p for p, _, _ in self.slots]
 
-    def pack(self) -> None:
+    def pack(self, model: GPT2) -> None:
         """(Re)build the flat buffer from the model's parameters; each becomes a view of it."""
-        model = self.model_ref()
         if model.lm_head.weight is not model.transformer.wte.weight:
             raise RuntimeError("GPT2(fused=True): lm_head.weight is no longer tied to "
                                "transformer.wte.weight; the fused kernel computes the lm_head "
@@ -342,11 +343,13 @@ class _Fused:
             slots.append((p, off, n))
         self.flat, self.slots = flat, slots
 
-    def ensure_packed(self) -> None:
+    def ensure_packed(self, model: GPT2) -> None:
         """Re-pack if a parameter stopped aliasing the flat buffer (``.to(dtype)``, a replaced
-        Parameter, ``load_state_dict(assign=True)``...)."""
+        Parameter, ``load_state_dict(assign=True)``, a copy of the model...)."""
         flat = self.flat
-        model = self.model_ref()
+        if flat is None:
+            self.pack(model)
+            return
         named = dict(model.named_parameters())
         base, size = flat.data_ptr(), flat.element_size()
         ok = len(named) == len(self.slots)
@@ -359,12 +362,18 @@ class _Fused:
                     ok = False
                     break
         if not ok:
-            self.pack()
+            self.pack(model)
 
     # -- buffers
 
+    # Arenas are pooled per (dtype, B, T): a training loop reuses one from step to step. At most
+    # 2 free arenas per shape and _MAX_SHAPES shapes are kept (generation grows T by one per
+    # token); the rest is left to the garbage collector.
+    _MAX_SHAPES = 4
+
     def take_arena(self, key: tuple) -> torch.Tensor:
-        free = self.arenas.setdefault(key, [])
+        free = self.arenas.pop(key, [])
+        self.arenas[key] = free  # most recently used last
         if free:
             return free.pop()
         dtype, B, T = key
@@ -374,19 +383,23 @@ class _Fused:
         free = self.arenas.setdefault(key, [])
         if len(free) < 2:
             free.append(arena)
+        _trim(self.arenas, self._MAX_SHAPES)
 
     def zeroed(self, what: str, key: tuple, numel: int) -> torch.Tensor:
-        buf = self.scratch.get((what, key))
+        """A zero-filled scratch buffer of ``numel`` values, reused for the same shape."""
+        buf = self.scratch.pop((what, key), None)
         if buf is None:
-            buf = self.scratch[(what, key)] = torch.zeros(numel, dtype=key[0])
+            buf = torch.zeros(numel, dtype=key[0])
         else:
             buf.zero_()
+        self.scratch[(what, key)] = buf
+        _trim(self.scratch, 2 * self._MAX_SHAPES)
         return buf
 
     # -- running
 
-    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor]):
-        self.ensure_packed()
+    def forward(self, model: GPT2, idx: torch.Tensor, targets: Optional[torch.Tensor]):
+        self.ensure_packed(model)
         cfg = self.config
         B, T = idx.shape
         N = B * T
@@ -399,7 +412,7 @@ class _Fused:
                  else torch.full((B, T), -1, dtype=torch.int64))
         params = self.params_in_order()
         if torch.is_grad_enabled() and any(p.requires_grad for p in params):
-            logits, loss = _FusedGPT2.apply(self, idx64, tgt64, *params)
+            logits, loss = _FusedGPT2.apply(self, model, idx64, tgt64, *params)
         else:
             logits, loss = self.run(idx64, tgt64, record=False)[:2]
         if targets is None:
@@ -450,6 +463,12 @@ class _Fused:
         return d_params
 
 
+def _trim(d: dict, n: int) -> None:
+    """Drop the least recently inserted entries of ``d`` beyond ``n``."""
+    while len(d) > n:
+        d.pop(next(iter(d)))
+
+
 class _Record:
     """One recorded forward: what its reverse sweep needs. The arena goes back to the pool when
     the sweep is done, or when the record dies unswept (a graph dropped before backward)."""
@@ -466,12 +485,13 @@ class _Record:
 
 
 class _FusedGPT2(torch.autograd.Function):
-    """``(fused, idx, targets, *params) -> (logits, loss)``; backward = one reverse sweep."""
+    """``(fused, model, idx, targets, *params) -> (logits, loss)``; backward = one reverse
+    sweep."""
 
     @staticmethod
-    def forward(ctx, fused: _Fused, idx64, tgt64, *params):
+    def forward(ctx, fused: _Fused, model: GPT2, idx64, tgt64, *params):
         logits, loss, rec = fused.run(idx64, tgt64, record=True)
-        ctx.fused, ctx.rec = fused, rec
+        ctx.fused, ctx.rec, ctx.model = fused, rec, weakref.ref(model)
         ctx.save_for_backward(idx64, tgt64, *params)
         return logits, loss
 
@@ -483,11 +503,15 @@ class _FusedGPT2(torch.autograd.Function):
         ctx.rec = None
         if rec is None or rec.tape is None:
             # a second backward through the same graph (retain_graph=True): record again
-            fused.ensure_packed()
+            model = ctx.model()
+            if model is None:
+                raise RuntimeError("GPT2(fused=True): the model was deleted before a second "
+                                   "backward through its graph")
+            fused.ensure_packed(model)
             _, _, rec = fused.run(saved[0], saved[1], record=True)
         try:
             d_flat = fused.sweep(rec, d_logits, 0.0 if d_loss is None else d_loss.item())
         finally:
             rec.release()
         grads = [d_flat[off:off + n].view(p.shape) for p, off, n in fused.slots]
-        return (None, None, None, *grads)
+        return (None, None, None, None, *grads)

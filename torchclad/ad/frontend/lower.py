@@ -410,13 +410,13 @@ class _Lowerer:
                 return ir.Const(_qualified(c), ir.Type(t.base, t.ptr, True, t.dims, t.real))
             return v
         if k == K.INTEGER_LITERAL:
-            text = _tok_text(c) or "0"
+            text = _literal(c, False) or "0"
             base = "long" if re.search(r"[lL]$", text) else "int"
             if re.search(r"[uU]", text):
                 base = "unsigned " + base
             return ir.Const(text, ir.Type(base))
         if k == K.FLOATING_LITERAL:
-            text = _tok_text(c) or "0.0"
+            text = _literal(c, True) or "0.0"
             base = "float" if text[-1] in "fF" else (
                 "long double" if text[-1] in "lL" else "double")
             return ir.Const(text, ir.Type(base, real=True))
@@ -432,8 +432,13 @@ class _Lowerer:
             op = binary_op(c)
             ch = list(c.get_children())
             if op in _ASSIGN_OPS:
-                self.err(c, f"assignment '{op}' inside an expression is not supported; "
-                            "make it a statement of its own")
+                if self.pre is None:
+                    self.err(c, f"assignment '{op}' inside a conditionally evaluated "
+                                "expression (?:, &&, ||) is not supported; make it a statement")
+                # a = b = e: the inner assignment runs first, its value is its target
+                stmts = self.expr_stmt(c)
+                self.pre.extend(stmts)
+                return stmts[-1].target
             if op == ",":
                 self.err(c, "the comma operator inside an expression is not supported; split "
                             "it into statements")
@@ -519,6 +524,8 @@ class _Lowerer:
         callee = kids[0]
         args = tuple(self.expr(a) for a in kids[1:])
         spelled = "".join(t.spelling for t in callee.get_tokens()) or c.spelling
+        if not _CALLEE.match(spelled):        # a macro expansion: name it from the cursor
+            spelled = _callee_name(callee) or c.spelling
         name = call_name(spelled)
         ref = c.referenced
         user = False
@@ -598,6 +605,60 @@ _MATHF = {"exp", "log", "sqrt", "pow", "sin", "cos", "tan", "tanh", "sinh", "cos
 def _tok_text(c) -> str:
     toks = [t.spelling for t in c.get_tokens()]
     return toks[0] if len(toks) == 1 else "".join(toks)
+
+
+_NUMBER = re.compile(r"^(0[xX][0-9a-fA-F.pP+-]+|[0-9.]+([eE][+-]?[0-9]+)?)[fFlLuU]*$")
+
+
+def _literal(c, floating: bool) -> str:
+    """A literal's spelling. Under a macro expansion (M_PI, a #define'd constant) the
+    cursor's tokens are not the literal, so the value is evaluated and spelled instead."""
+    toks = [t.spelling for t in c.get_tokens()]
+    if len(toks) == 1 and _NUMBER.match(toks[0]):
+        return toks[0]
+    lib = _eval_lib()
+    res = lib.clang_Cursor_Evaluate(c)
+    if not res:
+        raise DiffError(None, f"cannot read the value of a literal from a macro expansion")
+    try:
+        if floating:
+            v = lib.clang_EvalResult_getAsDouble(res)
+            text = repr(float(v))
+            if "e" not in text and "." not in text and "inf" not in text and "nan" not in text:
+                text += ".0"
+            return text + ("f" if c.type.kind == TK.FLOAT else "")
+        return str(lib.clang_EvalResult_getAsLongLong(res))
+    finally:
+        lib.clang_EvalResult_dispose(res)
+
+
+def _eval_lib():
+    """libclang's evaluation API with explicit ctypes signatures (the bindings leave the
+    result as int, which truncates the pointer)."""
+    import ctypes
+    lib = ci.conf.lib
+    if not getattr(lib, "_torchclad_eval_ready", False):
+        lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
+        lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+        lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
+        lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+        lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_dispose.restype = None
+        lib._torchclad_eval_ready = True
+    return lib
+
+
+_CALLEE = re.compile(r"^(::)?[A-Za-z_][\w:]*(<[\w\s:,*&<>]*>)?$")
+
+
+def _callee_name(callee) -> str:
+    for x in callee.walk_preorder():
+        if x.kind in (K.DECL_REF_EXPR, K.OVERLOADED_DECL_REF):
+            parts = [y.spelling for y in x.get_children() if y.kind == K.NAMESPACE_REF]
+            return "::".join(parts + [x.spelling])
+    return ""
 
 
 def _qualified(c) -> str:

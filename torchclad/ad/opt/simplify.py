@@ -207,14 +207,20 @@ def _drop(stmts, dead: set) -> list:
     for k, s in enumerate(stmts):
         if isinstance(s, ir.Decl) and not s.var.type.dims and \
                 (s.var.name in dead or s.var.name not in _reads(stmts[k + 1:])):
+            dead = dead | {s.var.name}              # its later assignments go too
             if _pure(s.init):
                 continue
             if isinstance(s.init, ir.Call):          # keep the call, drop the variable
                 out.append(ir.ExprStmt(s.init, s.loc))
                 continue
+            dead = dead - {s.var.name}
         if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and \
-                s.target.name in dead and _pure(s.value):
-            continue
+                s.target.name in dead:
+            if _pure(s.value):
+                continue
+            if isinstance(s.value, ir.Call):
+                out.append(ir.ExprStmt(s.value, s.loc))
+                continue
         if isinstance(s, ir.Block):
             s = replace(s, stmts=tuple(_drop(s.stmts, dead)))
         elif isinstance(s, ir.If):

@@ -10,6 +10,7 @@ from the per-statement adjoint code and the to-be-recorded analysis' answers.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from .. import ir
@@ -30,6 +31,19 @@ class Assembler:
         self.rev_cache: dict = {}
 
     # ------------------------------------------------------------------ helpers
+    def _check_pointer_value(self, v, loc=None):
+        """A pointer into a local object is an address in the forward's stack frame: the
+        reverse sweep may re-take it (recompute) but never store and reload it."""
+        if not v.type.is_pointer:
+            return
+        r = self.rv.al.roots.get(v.uid, v)
+        if r.uid != v.uid and r.uid not in self.rv.facts.params:
+            raise DiffError(loc or self.rv.fn.loc,
+                            f"pointer '{v.name}' into local '{r.name}' is changed after it is "
+                            "declared, so the reverse sweep would have to store an address of "
+                            "the forward's stack; declare a new pointer instead of moving this "
+                            "one, or index the local array directly")
+
     def _adjoint_decls(self, decls) -> list:
         out = []
         for d in decls:
@@ -77,6 +91,8 @@ class Assembler:
     def _record(self, s, p) -> list:
         if not self.rec.must_record(p):
             return []
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var):
+            self._check_pointer_value(s.target, s.loc)
         if not isinstance(s, ir.Assign):
             return [ir.TapeArray(r, _count(r.type), False)
                     for r in reversed(self._call_saves(s, p))]
@@ -103,6 +119,7 @@ class Assembler:
                 continue
             out.extend(self.fwd_stmt(s, path + (i,)))
         for d in self.rec.plan(path).saved:
+            self._check_pointer_value(d.var, d.loc)
             if d.var.type.is_array:
                 out.append(ir.TapeArray(d.var, _count(d.var.type), False))
             else:
@@ -236,6 +253,16 @@ class Assembler:
         loop = ir.Loop((head,), ir.Binary("<", canon.var, canon.hi, ir.BOOL),
                        (ir.Assign("+=", canon.var, ir.Const("1", ir.INT)),),
                        ir.Block(tuple(new_body)), s.loc, pragma)
+        # an array-section reduction combines into the adjoint buffer even when no iteration
+        # touched it: a null adjoint (an absent bias) must take the serial loop
+        sections = re.findall(r"(\w+)\[:", pragma)
+        if sections:
+            nonnull = None
+            for name in sections:
+                t = ir.Binary("!=", ir.Var(name, ir.Type("void", 1), 0),
+                              ir.Const("nullptr", ir.Type("void", 1)), ir.BOOL)
+                nonnull = t if nonnull is None else ir.Binary("&&", nonnull, t, ir.BOOL)
+            loop = ir.If(nonnull, ir.Block((loop,)), ir.Block((replace(loop, pragma=""),)))
         return [ir.Block(tuple(out + [loop]), s.loc)] if slots else [loop]
 
     def fwd_loop(self, s: ir.Loop, p) -> list:
@@ -275,6 +302,7 @@ class Assembler:
     def _scope_saves(self, path) -> list:
         out = []
         for d in self.rec.plan(path).saved:
+            self._check_pointer_value(d.var, d.loc)
             if d.var.type.is_array:
                 out.append(ir.TapeArray(d.var, _count(d.var.type), False))
             else:

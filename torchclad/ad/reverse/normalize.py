@@ -161,12 +161,27 @@ class Normalizer:
             v = self.var("call", e.type.value())
             pre.append(ir.Decl(v, call, (), self.loc))
             return v
-        if isinstance(e, (ir.Cond,)) or (isinstance(e, ir.Binary) and e.op in ("&&", "||")):
-            for sub in ir.children(e)[1:]:
-                if _has_user_call(sub):
-                    raise DiffError(self.loc, "a call to a user function inside a conditional "
-                                          "branch of an expression (?:, &&, ||) is not "
-                                          "supported; use an if statement")
+        if isinstance(e, ir.Cond) and (_has_user_call(e.then) or _has_user_call(e.other)):
+            # c ? f(x) : g(y)  ->  T v; if (c) v = f(x); else v = g(y);
+            cond = self.hoist(e.cond, pre, top=False)
+            v = self.var("call", e.type.value())
+            pre.append(ir.Decl(v, ir.Cast(ir.Const("0", ir.INT), v.type, "fn"), (), self.loc))
+            branches = []
+            for side in (e.then, e.other):
+                bpre: list = []
+                value = self.hoist(side, bpre, top=True)
+                branches.append(ir.Block(tuple(bpre + [ir.Assign("=", v, value, self.loc)])))
+            pre.append(ir.If(cond, branches[0], branches[1], self.loc))
+            return v
+        if isinstance(e, ir.Binary) and e.op in ("&&", "||") and _has_user_call(e.rhs):
+            # a && f(x)  ->  bool v = a; if (v) v = f(x);   (|| tests !v)
+            v = self.var("call", ir.BOOL)
+            pre.append(ir.Decl(v, self.hoist(e.lhs, pre, top=False), (), self.loc))
+            bpre: list = []
+            value = self.hoist(e.rhs, bpre, top=False)
+            test = v if e.op == "&&" else ir.Unary("!", v, ir.BOOL)
+            pre.append(ir.If(test, ir.Block(tuple(bpre + [ir.Assign("=", v, value, self.loc)]))))
+            return v
         kids = ir.children(e)
         if not kids:
             return e
