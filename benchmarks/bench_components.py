@@ -28,7 +28,7 @@ IMPLS = ("eager", "torchclad", "compile")
 
 
 def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
-    warmup, steps, min_s = (2, 5, 0.2) if quick else (3, 20, 1.5)
+    warmup, steps, min_s = (2, 5, 0.2) if quick else (2, 10, 0.5)
     machine = bl.machine_info()
     threads = bl.bench_threads()
     machine["bench_threads"] = threads

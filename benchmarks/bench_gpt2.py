@@ -35,7 +35,7 @@ IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 
 
 def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
-    steps, max_s = (2, 20.0) if quick else (3, 60.0)
+    steps, max_s = (2, 10.0) if quick else (3, 30.0)
     machine = bl.machine_info()
     threads = bl.bench_threads()
     machine["bench_threads"] = threads

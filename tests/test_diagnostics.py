@@ -60,3 +60,12 @@ def test_diff_error_is_a_value_error():
 def test_unused_unsupported_function_does_not_block_others():
     src = "double bad(double x) { goto e; e: return x; }\ndouble f(double x) { return x * x; }"
     assert "f_pullback" in differentiate(src, "f").code
+
+
+def test_pointer_re_pointed_between_locals_is_diagnosed():
+    """The corpus kernel that moves one pointer from a scalar local to an array element."""
+    from pathlib import Path
+    path = Path(__file__).parent / "corpus" / "kernels" / "address_of_local.cpp"
+    with pytest.raises(DiffError, match=r"address_of_local\.cpp:\d+:\d+: pointer 'p' points "
+                                        r"into several arrays \(acc, tmp\)"):
+        differentiate(path.read_text(), "address_of_local", filename=path.name)

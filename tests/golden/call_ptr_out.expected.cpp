@@ -29,8 +29,8 @@ void axpy_reverse_sweep(int n, double a, const double* x, double* y, double* _d_
 
 void call_ptr_out_pullback(double r, double th, const double* v, double _d_y, double* _d_r, double* _d_th, double* _d_v) {
     torchclad::Tape _tape;
-    double px;
-    double py;
+    double px = double(0);
+    double py = double(0);
     polar_reverse_forw(r, th, &px, &py, _tape);
     double acc[3] = {px, py, 0.0};
     axpy_reverse_forw(3, r, v, acc, _tape);
@@ -57,8 +57,8 @@ void call_ptr_out_grad(double r, double th, const double* v, double* _d_r, doubl
 }
 
 double call_ptr_out_reverse_forw(double r, double th, const double* v, torchclad::Tape& _tape) {
-    double px;
-    double py;
+    double px = double(0);
+    double py = double(0);
     polar_reverse_forw(r, th, &px, &py, _tape);
     double acc[3] = {px, py, 0.0};
     axpy_reverse_forw(3, r, v, acc, _tape);

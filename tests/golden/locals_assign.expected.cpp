@@ -41,7 +41,7 @@ double locals_assign_reverse_forw(double x, double y, torchclad::Tape& _tape) {
     t = t + x;
     double u = t * t;
     u = u - y;
-    double v;
+    double v = double(0);
     v = u * t;
     _tape.push(t);
     t = 2.0;

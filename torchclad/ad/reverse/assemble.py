@@ -137,6 +137,11 @@ class Assembler:
     def fwd_stmt(self, s, p) -> list:
         if isinstance(s, ir.Decl):
             init = self._fwd_expr(s.init, p) if s.init is not None else None
+            if init is None and not s.var.type.dims and not s.static:
+                # `double a;` assigned later: the tape may record its old value, which must
+                # not be an indeterminate one
+                init = ir.Cast(ir.Const("0", ir.INT), s.var.type.value(), "fn") \
+                    if not s.var.type.ptr else ir.Const("nullptr", s.var.type)
             return self._record(s, p) + [replace(s, init=init)]
         if isinstance(s, ir.Assign):
             return self._record(s, p) + [replace(s, value=self._fwd_expr(s.value, p))]

@@ -247,7 +247,12 @@ class Reverse:
         """Object keys generated code reads: primal variables (any type) and primal
         memory (through p[i] or *p)."""
         out = set()
+        # p[i] / *p under & only compute an address: they read no memory
+        addressed = {id(y) for x in ir.walk_expr(e) if isinstance(x, ir.Unary) and x.op == "&"
+                     for y in [x.operand]}
         for x in ir.walk_expr(e):
+            if id(x) in addressed and isinstance(x, (ir.Index, ir.Unary)):
+                continue
             if isinstance(x, ir.Var) and x.uid > 0:
                 out.add(("var", x.uid))
             elif isinstance(x, ir.Index) or (isinstance(x, ir.Unary) and x.op == "*"):
