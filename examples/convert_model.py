@@ -27,7 +27,8 @@ class TinyClassifier(torch.nn.Module):
         super().__init__()
         self.embed = torch.nn.Embedding(vocab, dim)
         self.norm = torch.nn.LayerNorm(dim)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(approximate="tanh"),
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim),
+                                       torch.nn.GELU(approximate="tanh"),
                                        torch.nn.Linear(4 * dim, dim))
         self.head = torch.nn.Linear(dim, classes)
         self.loss = torch.nn.CrossEntropyLoss()

@@ -91,7 +91,8 @@ def main(argv=None) -> int:
     w, b = model.weight.item(), model.bias.item()
     A = torch.cat([x, torch.ones_like(x)], dim=1)
     w_ls, b_ls = torch.linalg.lstsq(A, y).solution.reshape(-1).tolist()
-    print(f"Huber fit:         y = {w:.3f} x {'+' if b >= 0 else '-'} {abs(b):.3f}   (true: y = 3 x - 1)")
+    print(f"Huber fit:         y = {w:.3f} x {'+' if b >= 0 else '-'} {abs(b):.3f}   "
+          "(true: y = 3 x - 1)")
     print(f"least squares fit: y = {w_ls:.3f} x {'+' if b_ls >= 0 else '-'} {abs(b_ls):.3f}   "
           "(pulled toward the outliers)")
     good = ok and err < 1e-5 and abs(w - 3) < 0.2

@@ -2,7 +2,7 @@
 
     python examples/train_gpt2.py                          # small model, fused kernel
     python examples/train_gpt2.py --mode modular --steps 200
-    python examples/train_gpt2.py --save ckpt.pt           # checkpoint at the end (and --save-every)
+    python examples/train_gpt2.py --save ckpt.pt           # checkpoint at the end
     python examples/train_gpt2.py --load ckpt.pt --steps 100   # resume: model, optimizer, step
     python examples/train_gpt2.py --n-layer 12 --n-head 12 --n-embd 768 --block-size 1024 \
         --vocab-size 50304 --batch-size 4 --seq-len 64 --steps 1   # a GPT-2 124M step
@@ -56,7 +56,8 @@ def parse_args(argv=None):
     e.add_argument("--log-every", type=int, default=10)
     e.add_argument("--eval-every", type=int, default=100)
     e.add_argument("--eval-batches", type=int, default=8)
-    e.add_argument("--sample", type=int, default=200, help="characters to sample at the end (0: none)")
+    e.add_argument("--sample", type=int, default=200,
+                   help="characters to sample at the end (0: none)")
     e.add_argument("--save", default=None, help="checkpoint path written at the end")
     e.add_argument("--save-every", type=int, default=0)
     e.add_argument("--load", default=None, help="checkpoint to resume from")
@@ -132,8 +133,8 @@ def main(argv=None) -> int:
     a.total_steps = start + a.steps
     n = model.get_num_params(non_embedding=False)
     print(f"GPT-2 {config}  mode={a.mode}  {n / 1e6:.2f}M parameters  dtype={a.dtype}")
-    print(f"data: {len(text):,} characters, vocab {tok.vocab_size}; batch {a.batch_size} x {a.seq_len}; "
-          f"{torch.get_num_threads()} thread(s)", flush=True)
+    print(f"data: {len(text):,} characters, vocab {tok.vocab_size}; batch {a.batch_size} x "
+          f"{a.seq_len}; {torch.get_num_threads()} thread(s)", flush=True)
 
     model.train()
     data = batches(train, a.batch_size, a.seq_len, seed=a.seed + start, steps=a.steps)

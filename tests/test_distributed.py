@@ -8,7 +8,6 @@ import socket
 import warnings
 from datetime import timedelta
 
-import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp

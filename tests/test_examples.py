@@ -14,7 +14,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"torchclad_example_{name}", EXAMPLES / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"torchclad_example_{name}",
+                                                  EXAMPLES / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

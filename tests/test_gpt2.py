@@ -305,7 +305,8 @@ def test_overfits_one_batch(fused):
         losses.append(loss.item())
         if loss.item() < 0.1:
             break
-    assert losses[-1] < 0.1, f"loss after {len(losses)} steps: {losses[-1]:.3f} (from {losses[0]:.3f})"
+    assert losses[-1] < 0.1, (f"loss after {len(losses)} steps: {losses[-1]:.3f} "
+                              f"(from {losses[0]:.3f})")
 
 
 def test_generate():

@@ -8,7 +8,6 @@ import textwrap
 import pytest
 import torch
 
-import torchclad
 from torchclad.ad import differentiate
 
 ELEMENTWISE = textwrap.dedent("""
@@ -81,40 +80,57 @@ def test_recording_inside_keeps_forward_serial():
     assert "#pragma omp" not in code
 
 
-@pytest.fixture(autouse=True)
-def _two_threads(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+@pytest.fixture(scope="module")
+def mod():
+    """One extension for all kernels (one compile), run with 2 OpenMP threads."""
+    import os
+    from torchclad import build
+    from torchclad.ad import Engine
+    os.environ["OMP_NUM_THREADS"] = "2"
+    engine = Engine(ELEMENTWISE + ROWS + RECORDING, "omp.cpp")
+    derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w"),
+              engine.derive("prod", "inp")]
+    return build.load(derivs, name="openmp_tests")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_elementwise_gradient(dtype):
-    g = torchclad.gradient(ELEMENTWISE, "act", "inp")
+@pytest.mark.parametrize("dtype,sfx", [(torch.float32, "f32"), (torch.float64, "f64")])
+def test_elementwise_gradient(mod, dtype, sfx):
     x = torch.randn(10_001, dtype=dtype)
     seed = torch.randn_like(x)
-    (dx,) = g(torch.zeros_like(x), x, x.numel(), grad_outputs={"out": seed})
+    out, dx, dout = torch.zeros_like(x), torch.zeros_like(x), seed.clone()
+    mod.__dict__[f"act_pullback_{sfx}"](out.data_ptr(), x.data_ptr(), x.numel(), dx.data_ptr(),
+                                       dout.data_ptr())
     xr = x.clone().requires_grad_()
     (xr * torch.tanh(xr)).backward(seed)
     torch.testing.assert_close(dx, xr.grad)
 
 
-@pytest.mark.parametrize("src,name,wrt", [(ROWS, "rows", "inp, w"),
-                                          (RECORDING, "prod", "inp")])
-def test_parallel_gradients_match_torch(src, name, wrt):
+def test_rows_gradient_matches_torch(mod):
     B, C = 37, 9
-    inp = torch.rand(B * C, dtype=torch.float64) + 0.5
-    w = torch.randn(C, dtype=torch.float64)
-    g = torchclad.gradient(src, name, wrt)
+    d = torch.float64
+    inp, w = torch.rand(B * C, dtype=d) + 0.5, torch.randn(C, dtype=d)
+    seed = torch.randn(B * C, dtype=d)
+    out, dx, dw, dout = (torch.zeros(B * C, dtype=d), torch.zeros(B * C, dtype=d),
+                         torch.zeros(C, dtype=d), seed.clone())
+    tape = mod.Tape()        # split mode: the parallel forward's slots travel on the tape
+    mod.rows_reverse_forw_f64(out.data_ptr(), inp.data_ptr(), w.data_ptr(), B, C, tape)
+    mod.rows_reverse_sweep_f64(out.data_ptr(), inp.data_ptr(), w.data_ptr(), B, C,
+                               dx.data_ptr(), dw.data_ptr(), dout.data_ptr(), tape)
+    assert tape.empty()
+    x, ww = inp.clone().requires_grad_(), w.clone().requires_grad_()
+    xr = x.view(B, C)
+    ((xr * (xr * ww).sum(1, keepdim=True)).reshape(-1)).backward(seed)
+    torch.testing.assert_close(dx, x.grad)
+    torch.testing.assert_close(dw, ww.grad)
+
+
+def test_recording_loop_gradient_matches_torch(mod):
+    B, C = 37, 9
+    d = torch.float64
+    inp = torch.rand(B * C, dtype=d) + 0.5
+    seed = torch.randn(B, dtype=d)
+    out, dx, dout = torch.zeros(B, dtype=d), torch.zeros(B * C, dtype=d), seed.clone()
+    mod.prod_pullback_f64(out.data_ptr(), inp.data_ptr(), B, C, dx.data_ptr(), dout.data_ptr())
     x = inp.clone().requires_grad_()
-    ww = w.clone().requires_grad_()
-    if name == "rows":
-        seed = torch.randn(B * C, dtype=torch.float64)
-        dx, dw = g(torch.zeros(B * C, dtype=torch.float64), inp, w, B, C,
-                   grad_outputs={"out": seed})
-        xr = x.view(B, C)
-        ((xr * (xr * ww).sum(1, keepdim=True)).reshape(-1)).backward(seed)
-        torch.testing.assert_close(dw, ww.grad)
-    else:
-        seed = torch.randn(B, dtype=torch.float64)
-        (dx,) = g(torch.zeros(B, dtype=torch.float64), inp, B, C, grad_outputs={"out": seed})
-        x.view(B, C).prod(1).backward(seed)
+    x.view(B, C).prod(1).backward(seed)
     torch.testing.assert_close(dx, x.grad)

@@ -105,8 +105,10 @@ def _parse(argv):
                    help="seconds of training (both models together); on a slower machine the "
                         "number of steps is cut after the first 12 steps so that it fits")
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--out", default=os.environ.get("TORCHCLAD_DEMO_OUT", "torchclad-demo"),
-                   help="directory for the loss plot (default: ./torchclad-demo)")
+    p.add_argument("--out", default=os.environ.get("TORCHCLAD_DEMO_OUT",
+                                                   os.path.join("build", "demo")),
+                   help="directory for the loss plot (default: $TORCHCLAD_DEMO_OUT or "
+                        "./build/demo)")
     return p.parse_args(argv)
 
 
@@ -144,9 +146,12 @@ def _plot(path: str, steps: list[int], ours: list[float], ref: list[float],
     ax.set_ylabel("training loss (cross-entropy, nats)")
     ax.set_title(title, fontsize=10)
     ax.legend()
+    ax.text(0.98, 0.6, f"validation loss\ntorchclad {val[0]:.4f}\nreference {val[1]:.4f}",
+            transform=ax.transAxes, ha="right", va="top", fontsize=9,
+            bbox=dict(boxstyle="round", facecolor="white", alpha=0.8))
     ax.grid(alpha=0.3)
     ax2.semilogy(steps, [max(abs(a - b), 1e-9) for a, b in zip(ours, ref)], color="#1f77b4", lw=1)
-    ax2.set_ylabel("|loss difference|")
+    ax2.set_ylabel("|loss difference|\n(0 shown as 1e-9)")
     ax2.set_xlabel("step")
     ax2.grid(alpha=0.3)
     fig.tight_layout()
@@ -167,7 +172,8 @@ def main(argv=None) -> int:
     from torchclad.testing import ReferenceGPT2
 
     torch.manual_seed(args.seed)
-    print(f"torchclad {torchclad.__version__} demo: a GPT-2 trained with compiler-generated gradients")
+    print(f"torchclad {torchclad.__version__} demo: a GPT-2 trained with compiler-generated "
+          "gradients")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)\n")
 
     code, origin = generated_source()

@@ -1,8 +1,8 @@
-"""A small text corpus, generated on the spot, and a character tokenizer (for the demo, examples, tests).
+"""A small text corpus, generated on the spot, and character / byte tokenizers.
 
 Nothing is downloaded: :func:`tiny_corpus` writes plain English-like prose from a small grammar
 with a seeded generator, so the text is the same on every machine and run. It has structure at
-several scales (spelling, word order, agreement of a/an, recurring names, numbered days) that a
+several scales (spelling, word order, a/an agreement, recurring names, the days in order) that a
 small character-level GPT-2 picks up in a minute or two on a laptop CPU.
 
 ::
@@ -53,16 +53,19 @@ def _sentence(rng: random.Random, day: int) -> str:
     if kind == 0:
         return f"{who} {verb_now} {_a(animal)} near {rng.choice(_PLACES)}."
     if kind == 1:
-        return f"On {_DAYS[day % 7]}, {who} {verb_past} {_a(rng.choice(_OBJECTS))} at {rng.choice(_PLACES)}."
+        return (f"On {_DAYS[day % 7]}, {who} {verb_past} {_a(rng.choice(_OBJECTS))} at "
+                f"{rng.choice(_PLACES)}.")
     if kind == 2:
         other = rng.choice([n for n in _NAMES if n != who])
         return f"{who} and {other} walk to {rng.choice(_PLACES)} with {_a(rng.choice(_OBJECTS))}."
     if kind == 3:
         n = rng.randint(2, 9)
-        return f"There are {n} {_plural(rng.choice(_ANIMALS))} and {n + 1} {_plural(rng.choice(_OBJECTS))} by {rng.choice(_PLACES)}."
+        return (f"There are {n} {_plural(rng.choice(_ANIMALS))} and {n + 1} "
+                f"{_plural(rng.choice(_OBJECTS))} by {rng.choice(_PLACES)}.")
     if kind == 4:
         return f"The {animal} {verb_past} {who} because it was {rng.choice(_ADJ)}."
-    return f"\"Where is the {rng.choice(_OBJECTS)}?\" asked {who}. \"By {rng.choice(_PLACES)},\" said the {animal}."
+    return (f"\"Where is the {rng.choice(_OBJECTS)}?\" asked {who}. "
+            f"\"By {rng.choice(_PLACES)},\" said the {animal}.")
 
 
 def tiny_corpus(n_chars: int = 200_000, seed: int = 1337) -> str:
@@ -132,7 +135,9 @@ class ByteTokenizer:
         return bytes(ids).decode("utf-8", errors="replace")
 
 
-def train_val_split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+def train_val_split(data: torch.Tensor,
+                    val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``1 - val_fraction`` of the tokens for training, the rest for validation."""
     n = int(len(data) * (1 - val_fraction))
     return data[:n], data[n:]
 

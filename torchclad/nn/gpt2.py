@@ -148,7 +148,8 @@ class GPT2(torch.nn.Module):
     def _check_inputs(self, idx: Any, targets: Any) -> tuple[int, int]:
         cfg = self.config
         if not isinstance(idx, torch.Tensor):
-            raise TypeError(f"GPT2: idx must be a (B, T) tensor of token ids, got {type(idx).__name__}")
+            raise TypeError(f"GPT2: idx must be a (B, T) tensor of token ids, got "
+                            f"{type(idx).__name__}")
         if idx.dtype not in (torch.int64, torch.int32) or idx.dim() != 2:
             raise TypeError(f"GPT2: idx must be a (B, T) int64 tensor of token ids, got a "
                             f"{_builtin.dtype_name(idx.dtype)} tensor of shape {tuple(idx.shape)}")
@@ -163,7 +164,8 @@ class GPT2(torch.nn.Module):
                              "the logits of the last position, and there is none")
         _check_ids("idx", idx, cfg.vocab_size, allow_ignore=False)
         if targets is not None:
-            if not isinstance(targets, torch.Tensor) or targets.dtype not in (torch.int64, torch.int32):
+            if (not isinstance(targets, torch.Tensor)
+                    or targets.dtype not in (torch.int64, torch.int32)):
                 raise TypeError("GPT2: targets must be a (B, T) int64 tensor of token ids (or -1 "
                                 f"to ignore a position), got {_describe(targets)}")
             if tuple(targets.shape) != (B, T):
@@ -236,7 +238,8 @@ def param_layout(config: Any) -> list[tuple[str, tuple[int, ...], int]]:
     stay zero), and one extra slot, ``lm_head.bias`` (V), is always zero: see gpt2.cpp.
     """
     C, V = config.n_embd, config.vocab_size
-    shapes = [("transformer.wte.weight", (V, C)), ("transformer.wpe.weight", (config.block_size, C))]
+    shapes = [("transformer.wte.weight", (V, C)),
+              ("transformer.wpe.weight", (config.block_size, C))]
     for l in range(config.n_layer):
         p = f"transformer.h.{l}."
         shapes += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,)),
@@ -446,7 +449,8 @@ class _Fused:
         rec = _Record(self, key, arena, tape, args, logits)
         return logits, torch.tensor(loss, dtype=dtype), rec
 
-    def sweep(self, rec: "_Record", d_logits: Optional[torch.Tensor], d_loss: float) -> torch.Tensor:
+    def sweep(self, rec: "_Record", d_logits: Optional[torch.Tensor],
+              d_loss: float) -> torch.Tensor:
         """The generated reverse sweep; returns d params (flat, this call's own buffer)."""
         mod = fused_kernel_module()
         dtype, B, T = rec.key
