@@ -5,8 +5,10 @@ self-attention (c_attn, attention core, c_proj) B4,T64,C768,NH12; LayerNorm B4,T
 (tanh) on B4,T64,3072; cross-entropy over 4*64 rows of V = 50304. One step = module(x) and
 backward with a fixed grad_output (the loss itself for cross-entropy), the input requiring grad.
 
-Every (component, implementation) runs in a fresh process (benchmarks/_worker.py): peak RSS is
-its own, and torch.compile's first call (compilation) is reported apart from the steady state.
+Every (component, implementation) runs in a process of its own (benchmarks/_worker.py), so its
+peak RSS is its own; the processes of one component stay alive together and take turns, one
+step each per round, so the per-round ratios compare steps run under the same machine load
+(benchlib.run_interleaved). torch.compile's first call (compilation) is reported apart.
 A torchclad module that does not exist yet is a "n/a yet" row, not a failure.
 
 Results: section ``components`` of benchmarks/results.json, table in results.md.
@@ -28,26 +30,29 @@ IMPLS = ("eager", "torchclad", "compile")
 
 
 def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
-    warmup, steps, min_s = (2, 5, 0.2) if quick else (2, 10, 0.5)
+    warmup, rounds, min_s, max_s = (2, 5, 0.2, 30.0) if quick else (3, 15, 2.0, 60.0)
     machine = bl.machine_info()
     threads = bl.bench_threads()
     machine["bench_threads"] = threads
     rows = []
     for case in cases:
+        res = bl.run_interleaved({impl: ["component", case, impl] for impl in impls},
+                                 warmup={impl: warmup for impl in impls}, rounds=rounds,
+                                 min_seconds=min_s, max_seconds=max_s, threads=threads,
+                                 min_step_seconds=0.03)
+        res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward")})
         for impl in impls:
-            out = bl.run_worker(["component", case, impl, "--warmup", str(warmup),
-                                 "--steps", str(steps), "--min-seconds", str(min_s),
-                                 "--threads", str(threads)], timeout=900)
-            out.setdefault("case", case)
-            out.setdefault("impl", impl)
-            out = bl.summarize_worker(out)
-            rows.append(out)
-            print(f"  components: {case:12s} {impl:10s} {_brief(out)}", flush=True)
+            row = {"case": case, **res[impl]}
+            rows.append(row)
+            print(f"  components: {case:12s} {impl:10s} {_brief(row)}", flush=True)
     payload = {
         "machine": machine,
-        "method": (f"fresh process per case; {warmup} warm-up steps then >= {steps} timed steps "
-                   f"(and >= {min_s} s); {threads or 'default'} thread(s); per-step process CPU "
-                   "time with one thread, else wall time; ratios of minima"),
+        "method": (f"one process per implementation, all alive together; {warmup} warm-up steps "
+                   f"each, then >= {rounds} rounds (>= {min_s} s, <= {max_s} s) of one step per "
+                   "implementation (a step of a fast case = the mean of K back-to-back steps, "
+                   "K sized to ~30 ms), order rotating; {threads or 'default'} thread(s); process "
+                   "CPU time with one thread, else wall; ratio = median over rounds of the "
+                   "per-round ratio to eager"),
         "cases": list(cases), "impls": list(impls), "quick": quick, "rows": rows,
     }
     if write:
@@ -58,8 +63,10 @@ def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True) -
 def _brief(row: dict) -> str:
     if row.get("status") != "ok":
         return f"{row.get('status')}: {(row.get('reason') or row.get('error') or '')[:160]}"
-    return (f"fwd+bwd {bl.fmt_ms(row['times']['fwd_bwd']['min'])} ms, "
-            f"peak RSS {row.get('rss_peak_mb', 0):.0f} MB")
+    vs = (row.get("vs_eager") or {}).get("fwd_bwd")
+    return (f"fwd+bwd {bl.fmt_ms(row['times']['fwd_bwd']['min'])} ms"
+            + (f" ({vs['median']:.2f}x eager)" if vs else "")
+            + f", peak RSS {row.get('rss_peak_mb', 0):.0f} MB")
 
 
 def test_components(benchmark):

@@ -12,9 +12,12 @@ forward + backward (AdamW is the same code for every implementation).
                        shapes, so the later processes reuse the inductor cache; the first
                        step (compilation included) is reported apart
 
-Every case runs in a fresh process (peak RSS of its own). All implementations get the same
-weights (copied by parameter name), so their first losses must agree; the table shows the
-largest difference. A model that is missing or fails is a row with its reason.
+Every implementation runs in a process of its own (peak RSS of its own); the four processes of
+one (B, T) stay alive together and take turns, one step each per round, so the per-round ratios
+compare steps run under the same machine load (benchlib.run_interleaved; ~11 GB at once -- with
+less memory available they run one at a time, unpaired). All implementations get the same
+weights (copied by parameter name), so their first losses must agree (checked). A model that is
+missing or fails is a row with its reason.
 
 Results: section ``gpt2`` of benchmarks/results.json, table in results.md.
 
@@ -35,37 +38,36 @@ IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 
 
 def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
-    steps, max_s = (2, 10.0) if quick else (3, 30.0)
+    rounds, max_s = (2, 10.0) if quick else (4, 45.0)
     machine = bl.machine_info()
     threads = bl.bench_threads()
     machine["bench_threads"] = threads
     rows = []
     for B, T in sizes:
+        case = f"B{B},T{T}"
+        res = bl.run_interleaved({impl: ["gpt2", impl, str(B), str(T)] for impl in impls},
+                                 warmup={impl: 2 if impl == "compile" else 1 for impl in impls},
+                                 rounds=rounds, min_seconds=0.0, max_seconds=max_s,
+                                 threads=threads, setup_timeout=1500, mem_per_worker_gb=3.5)
+        res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward"),
+                                      "step": ("forward", "backward", "optimizer")})
+        losses = {i: r["first_loss"] for i, r in res.items() if r.get("status") == "ok"}
         for impl in impls:
-            warmup = 2 if impl == "compile" else 1
-            out = bl.run_worker(["gpt2", impl, str(B), str(T), "--warmup", str(warmup),
-                                 "--steps", str(steps), "--max-seconds", str(max_s),
-                                 "--threads", str(threads)], timeout=1500)
-            out.setdefault("case", f"B{B},T{T}")
-            out.setdefault("impl", impl)
-            out = bl.summarize_worker(out)
-            rows.append(out)
-            print(f"  gpt2: B{B},T{T} {impl:16s} {_brief(out)}", flush=True)
-    cases = [f"B{B},T{T}" for B, T in sizes]
-    for case in cases:  # same weights, same tokens: the first losses must agree
-        losses = {r["impl"]: r["first_loss"] for r in rows
-                  if r["case"] == case and r.get("status") == "ok"}
-        if "eager" in losses:
-            for r in rows:
-                if r["case"] == case and r["impl"] in losses:
-                    r["loss_diff_vs_eager"] = abs(losses[r["impl"]] - losses["eager"])
+            row = {"case": case, "B": B, "T": T, **res[impl]}
+            if impl in losses and "eager" in losses:  # same weights and tokens: same loss
+                row["loss_diff_vs_eager"] = abs(losses[impl] - losses["eager"])
+            rows.append(row)
+            print(f"  gpt2: {case} {impl:16s} {_brief(row)}", flush=True)
     payload = {
         "machine": machine,
-        "method": (f"fresh process per case; 1 warm-up step (2 for compile) then up to {steps} "
-                   f"timed steps (at least 2, stopping after {max_s:.0f} s); "
-                   f"{threads or 'default'} thread(s); process CPU time with one thread, else "
-                   "wall time; ratios of minima of forward+backward; AdamW timed apart"),
-        "cases": cases, "impls": list(impls), "quick": quick, "rows": rows,
+        "method": ("one process per implementation, all alive together (one at a time if memory "
+                   "is short); 1 warm-up step (2 for compile), then >= 2 and up to "
+                   f"{rounds} rounds (stopping after {max_s:.0f} s) of one step per "
+                   f"implementation, order rotating; {threads or 'default'} thread(s); process "
+                   "CPU time with one thread, else wall; ratio = median over rounds of the "
+                   "per-round forward+backward ratio to eager; AdamW timed apart"),
+        "cases": [f"B{B},T{T}" for B, T in sizes], "impls": list(impls), "quick": quick,
+        "rows": rows,
     }
     if write:
         bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"),
@@ -77,9 +79,11 @@ def _brief(row: dict) -> str:
     if row.get("status") != "ok":
         return f"{row.get('status')}: {(row.get('reason') or row.get('error') or '')[:200]}"
     t = row["times"]
-    return (f"fwd+bwd {bl.fmt_ms(t['fwd_bwd']['min'])} ms, step {bl.fmt_ms(t['step']['min'])} ms, "
-            f"first step {row['first_step_s']:.1f} s, loss {row['first_loss']:.4f}, "
-            f"peak RSS {row.get('rss_peak_mb', 0) / 1024:.2f} GB")
+    vs = (row.get("vs_eager") or {}).get("fwd_bwd")
+    return (f"fwd+bwd {bl.fmt_ms(t['fwd_bwd']['min'])} ms"
+            + (f" ({vs['median']:.2f}x eager)" if vs else "")
+            + f", step {bl.fmt_ms(t['step']['min'])} ms, first step {row['first_call_s']:.1f} s, "
+            f"loss {row['first_loss']:.4f}, peak RSS {row.get('rss_peak_mb', 0) / 1024:.2f} GB")
 
 
 def test_gpt2(benchmark):

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,6 +36,9 @@ ROOT = HERE.parent
 RESULTS_JSON = HERE / "results.json"
 RESULTS_MD = HERE / "results.md"
 RESULTS_PNG = HERE / "results.png"
+
+# version of the section layout; render.py shows a section written by another version as stale
+SCHEMA = 2
 
 # the package's compiler flags (torchclad/build/compiler.py), used for the benchmark programs
 PACKAGE_CXXFLAGS = ("-O3", "-std=c++17", "-fno-fast-math", "-fopenmp")
@@ -138,6 +142,9 @@ def _atomic_write(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is wrong for a committed file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -148,6 +155,7 @@ def update_section(name: str, payload: dict[str, Any], path: Path = RESULTS_JSON
                    render: bool = True) -> dict[str, Any]:
     """Store ``payload`` as section ``name`` of the results file; re-render md and png."""
     data = load_results(path)
+    payload.setdefault("schema", SCHEMA)
     data["sections"][name] = payload
     data["machine"] = payload.get("machine") or data.get("machine") or machine_info()
     data["updated"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -155,7 +163,11 @@ def update_section(name: str, payload: dict[str, Any], path: Path = RESULTS_JSON
     if render and path == RESULTS_JSON:
         import render as _render  # benchmarks/render.py (benchmarks/ is on sys.path)
 
-        _render.render_all(data)
+        try:
+            _render.render_all(data)
+        except Exception as e:  # noqa: BLE001 - the numbers are saved; say why the table is not
+            print(f"benchmarks: results.json updated, but rendering results.md failed: "
+                  f"{type(e).__name__}: {e}", file=sys.stderr)
     return data
 
 
@@ -181,49 +193,214 @@ def merged(section: str, payload: dict[str, Any], key: Sequence[str],
     return out
 
 
-def run_worker(args: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``python benchmarks/_worker.py <args>`` in a fresh process; its last stdout line is a
-    JSON object. A failure becomes ``{"status": "error", "error": ...}`` (never an exception)."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    cmd = [sys.executable, str(HERE / "_worker.py"), *args]
+def _mem_available_gb() -> float | None:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
-                              cwd=str(ROOT))
-    except subprocess.TimeoutExpired:
-        return {"status": "error", "error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-12:]
-        return {"status": "error", "error": f"exit {proc.returncode}: " + " | ".join(tail)}
-    return json.loads(lines[-1])
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class _Worker:
+    """One ``benchmarks/_worker.py`` process: a case set up and waiting for commands."""
+
+    def __init__(self, impl: str, args: Sequence[str], threads: int, log_dir: Path) -> None:
+        self.impl = impl
+        self.log = log_dir / f"{impl}.stderr"
+        self.err = open(self.log, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_worker.py"), "--threads", str(threads), *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True,
+            bufsize=1, cwd=str(ROOT))
+        self.row: dict[str, Any] = {"impl": impl}
+
+    def ask(self, cmd: str | None, timeout: float) -> dict[str, Any]:
+        """Send ``cmd`` (None: just read) and wait for the one-line answer."""
+        import threading
+
+        if cmd is not None:
+            self.proc.stdin.write(cmd + "\n")
+            self.proc.stdin.flush()
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self.kill()
+            raise RuntimeError(f"no answer to {cmd or 'setup'!r} within {timeout:.0f} s")
+        if not box or not box[0].strip():
+            self.proc.wait(timeout=30)
+            raise RuntimeError(f"worker exited ({self.proc.returncode}): {self.stderr_tail()}")
+        ans = json.loads(box[0])
+        if ans.get("status") == "error":
+            raise RuntimeError(ans.get("error", "?") + (f" [{ans['where']}]" if ans.get("where") else ""))
+        return ans
+
+    def stderr_tail(self) -> str:
+        self.err.flush()
+        try:
+            return " | ".join(self.log.read_text().strip().splitlines()[-8:])[-1500:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # our own child, by its handle
+            self.proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        self.err.close()
+
+
+def run_interleaved(cases: dict[str, Sequence[str]], *, warmup: dict[str, int], rounds: int,
+                    min_seconds: float, max_seconds: float, threads: int,
+                    setup_timeout: float = 900, step_timeout: float = 900,
+                    mem_per_worker_gb: float = 0.5,
+                    min_step_seconds: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Run the implementations of one case side by side, one process each (``_worker.py``).
+
+    ``cases`` maps impl -> worker arguments. All workers are set up and warmed up first (one
+    after the other), then ``rounds`` rounds (more while the total is under ``min_seconds``,
+    fewer -- at least 2 -- once ``max_seconds`` are spent) each run one timed step of every
+    impl, the order rotating from round to round; so every impl's i-th step ran under about the
+    same machine load as the others' i-th, and :func:`paired` can compare them round by round.
+    A "step" of a fast case is K back-to-back steps (their mean), K chosen per impl after the
+    warm-up so that it lasts about ``min_step_seconds``.
+    If the machine lacks the memory for all workers at once, they run one at a time
+    (``paired`` is then False). Returns impl -> row: status, samples per phase (lists of
+    ``[wall, cpu]``), first-call time, memory and case facts; a worker that is unavailable or
+    fails is a row with its reason, and the others go on.
+    """
+    impls = list(cases)
+    avail = _mem_available_gb()
+    together = avail is None or avail > mem_per_worker_gb * len(impls) + 2.0
+    groups = [impls] if together else [[i] for i in impls]
+    rows: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="torchclad_bench_logs_") as logs:
+        for group in groups:
+            rows.update(_run_group(group, cases, warmup, rounds, min_seconds, max_seconds,
+                                   threads, Path(logs), setup_timeout, step_timeout,
+                                   min_step_seconds))
+    for r in rows.values():
+        r["paired"] = together and len(impls) > 1
+    return rows
+
+
+def _run_group(impls, cases, warmup, rounds, min_seconds, max_seconds, threads, logs,
+               setup_timeout, step_timeout, min_step_seconds) -> dict[str, dict[str, Any]]:
+    workers: dict[str, _Worker] = {}
+    rows: dict[str, dict[str, Any]] = {}
+
+    def fail(impl: str, e: Exception) -> None:
+        w = workers.pop(impl)
+        rows[impl] = {"impl": impl, "status": "error", "error": str(e)[-1500:]}
+        w.close()
+
+    try:
+        for impl in impls:  # set up one at a time (compilation, model init)
+            w = _Worker(impl, cases[impl], threads, logs)
+            workers[impl] = w
+            try:
+                ans = w.ask(None, setup_timeout)
+                if ans.get("status") != "ready":
+                    rows[impl] = {"impl": impl, **ans}
+                    workers.pop(impl).close()
+                    continue
+                w.row.update(first_call_s=w.ask(f"warmup {warmup.get(impl, 1)}",
+                                                setup_timeout)["first_call_s"])
+                reps = 1
+                if min_step_seconds > 0:  # calibrate K from one probe step
+                    probe = w.ask("step", step_timeout)
+                    once = sum(v[0] for v in probe.values())
+                    reps = max(1, min(1000, int(min_step_seconds / max(once, 1e-6)) + 1))
+                w.row["reps_per_step"] = reps
+                w.ask("reset", step_timeout)
+            except Exception as e:  # noqa: BLE001
+                fail(impl, e)
+        samples: dict[str, list[dict]] = {i: [] for i in workers}
+        t0 = time.perf_counter()
+        r = 0
+        while workers:
+            spent = time.perf_counter() - t0
+            if r >= 2 and (spent > max_seconds or (r >= rounds and spent >= min_seconds)):
+                break
+            live = [i for i in impls if i in workers]
+            k = r % len(live)
+            for impl in live[k:] + live[:k]:
+                try:
+                    w = workers[impl]
+                    samples[impl].append(w.ask(f"step {w.row['reps_per_step']}", step_timeout))
+                except Exception as e:  # noqa: BLE001
+                    fail(impl, e)
+            r += 1
+        for impl, w in list(workers.items()):
+            try:
+                facts = w.ask("finish", step_timeout)
+            except Exception as e:  # noqa: BLE001
+                fail(impl, e)
+                continue
+            rows[impl] = {**w.row, "status": "ok", "samples": samples[impl], **facts}
+    finally:
+        for w in workers.values():
+            w.close()
+    return rows
+
+
+def paired(rows: dict[str, dict[str, Any]], impl: str, base: str, phase: str,
+           clock: int) -> dict[str, float] | None:
+    """Per-round ratios impl / base of ``phase`` (clock 0 wall, 1 CPU): median, p10, p90."""
+    a, b = rows.get(impl), rows.get(base)
+    if not a or not b or a.get("status") != "ok" or b.get("status") != "ok" or not a.get("paired"):
+        return None
+    pairs = [x[phase][clock] / y[phase][clock] for x, y in zip(a["samples"], b["samples"])
+             if y[phase][clock] > 0]
+    if not pairs:
+        return None
+    st = stats(pairs)
+    return {"median": st["median"], "p10": st["p10"], "p90": st["p90"], "n": st["n"]}
+
+
+def summarize_rows(rows: dict[str, dict[str, Any]], sums: dict[str, tuple[str, ...]],
+                   base: str = "eager") -> dict[str, dict[str, Any]]:
+    """Add summed phases (e.g. fwd_bwd) to the samples, statistics per phase and clock, and the
+    paired ratios against ``base``. The primary clock (``times``) is the process CPU time when
+    the workers ran on one thread (time spent descheduled does not count), else the wall."""
+    for row in rows.values():
+        if row.get("status") != "ok":
+            continue
+        for st in row["samples"]:
+            for name, parts in sums.items():
+                st[name] = [sum(st[p][0] for p in parts), sum(st[p][1] for p in parts)]
+    for row in rows.values():
+        if row.get("status") != "ok":
+            continue
+        phases = list(row["samples"][0]) if row["samples"] else []
+        clock = 1 if row.get("threads") == 1 else 0
+        row["clock"] = "process_cpu" if clock else "wall"
+        row["wall_times"] = {p: stats([s[p][0] for s in row["samples"]]) for p in phases}
+        row["cpu_times"] = {p: stats([s[p][1] for s in row["samples"]]) for p in phases}
+        row["times"] = row["cpu_times"] if clock else row["wall_times"]
+        row["vs_" + base] = {p: paired(rows, row["impl"], base, p, clock) for p in phases
+                             } if row["impl"] != base else None
+    for row in rows.values():
+        row.pop("samples", None)
+    return rows
 
 
 def bench_threads() -> int:
     """Threads for the PyTorch benchmarks: $TORCHCLAD_BENCH_THREADS, default 1 (0 = torch's
     default). One thread by default because the benchmark machine is a shared 2-core box: with
     more runnable processes than cores, torch's OpenMP regions wait for descheduled threads
-    (measured: GPT-2 (1, 16) fwd+bwd 4.7 s with 2 threads vs 1.3 s with 1 under load 7), and
-    torchclad's generated kernels are single-threaded anyway -- so the comparison is per core."""
+    (measured: GPT-2 (1, 16) fwd+bwd 4.7 s with 2 threads vs 1.3 s with 1 under load 7). The
+    comparison is per core: torch, MKL and the kernels' OpenMP loops all get one thread."""
     try:
         return max(0, int(os.environ.get("TORCHCLAD_BENCH_THREADS", "1")))
     except ValueError:
         return 1
-
-
-def summarize_worker(out: dict[str, Any]) -> dict[str, Any]:
-    """Turn a worker's sample lists into statistics. The primary clock (``times``) is the
-    process CPU time when the case ran on one thread (the time it was descheduled does not
-    count), else the wall clock; both are kept (``wall_times``, ``cpu_times``)."""
-    if out.get("status") != "ok":
-        return out
-    wall = {k: stats(v) for k, v in out.pop("times").items()}
-    cpu = {k: stats(v) for k, v in out.pop("cpu_times", {}).items()}
-    one = out.get("threads") == 1 and cpu
-    out["clock"] = "process_cpu" if one else "wall"
-    out["times"] = cpu if one else wall
-    out["wall_times"], out["cpu_times"] = wall, cpu
-    return out
 
 
 def cxx() -> list[str]:

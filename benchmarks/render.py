@@ -44,6 +44,27 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a and b else None
 
 
+def rel(row: dict | None, base: dict | None, phase: str) -> float | None:
+    """Time of ``row`` relative to ``base`` for ``phase``: the median per-round ratio when the
+    two ran interleaved, else the ratio of their minima."""
+    if not row or row.get("status") != "ok":
+        return None
+    vs = (row.get("vs_eager") or {}).get(phase)
+    if vs:
+        return vs["median"]
+    return _div(_t(row, phase), _t(base, phase))
+
+
+def _rel_cell(row: dict | None, base: dict | None, phase: str) -> str:
+    r = rel(row, base, phase)
+    if r is None:
+        return "–"
+    vs = (row.get("vs_eager") or {}).get(phase)
+    if vs:
+        return f"{r:.2f}× <sub>({vs['p10']:.2f}–{vs['p90']:.2f})</sub>"
+    return f"{r:.2f}×†"
+
+
 def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
     align = align or "l" + "r" * (len(header) - 1)
     sep = ["---:" if a == "r" else ":---" for a in align]
@@ -66,25 +87,37 @@ def _notes(rows: list[dict], key: str = "kernel") -> list[str]:
 # ---- sections
 
 
+def _q(q: dict | None, small: bool = True) -> str:
+    if not q:
+        return "–"
+    text = f"{q['median']:.2f}×"
+    return text + (f" <sub>({q['p10']:.2f}–{q['p90']:.2f})</sub>" if small else "")
+
+
 def reverse_table(sec: dict) -> str:
     rows = []
+    target = sec.get("target_sweep_over_hand", 1.3)
     for r in sec.get("rows", []):
         if r.get("status") != "ok":
             rows.append([r.get("label", r["kernel"]), r["status"], *[""] * 8])
             continue
         t, q = r["times"], r["ratios"]
-        ratio = q["sweep_over_hand"]
-        mark = "" if ratio is None else (" ✓" if ratio <= sec.get("target_sweep_over_hand", 1.3) else " ✗")
+        main = q.get("sweep_over_hand")
+        mark = "" if not main else (" ✓" if main["median"] <= target else " ✗")
+        tape = r["tape_bytes"]
         rows.append([
             r["label"], bl.fmt_ms(t["forward"]["min"]), bl.fmt_ms(t["hand_backward"]["min"]),
-            bl.fmt_ms(t["reverse_sweep"]["min"]), f"**{bl.fmt_x(ratio)}**{mark}",
-            bl.fmt_x(q["sweep_over_forward"]), bl.fmt_x(q["hand_over_forward"]),
-            bl.fmt_x(q["reverse_forw_over_forward"]),
-            f"{r['tape_bytes'] / 2**20:.2f}" if r["tape_bytes"] >= 2**16 else f"{r['tape_bytes']} B",
-            f"{100 * (r.get('spread_sweep') or 0):.0f}% / {100 * (r.get('spread_hand') or 0):.0f}%",
+            bl.fmt_ms(t["reverse_sweep"]["min"]), f"**{_q(main, False)}**{mark} "
+            + (f"<sub>({main['p10']:.2f}–{main['p90']:.2f})</sub>" if main else ""),
+            bl.fmt_x(r["min_ratios"]["sweep_over_hand"]),
+            _q(q.get("sweep_over_forward"), False), _q(q.get("hand_over_forward"), False),
+            _q(q.get("reverse_forw_over_forward"), False),
+            _q(q.get("fwd_bwd_generated_over_hand"), False),
+            f"{tape / 2**20:.2f} MB" if tape >= 2**16 else f"{tape} B",
         ])
-    head = ["kernel", "forward ms", "hand bwd ms", "generated sweep ms", "sweep / hand",
-            "sweep / fwd", "hand / fwd", "reverse_forw / fwd", "tape MB", "spread (sweep / hand)"]
+    head = ["kernel", "forward ms", "hand bwd ms", "generated sweep ms", "**sweep / hand**",
+            "(ratio of minima)", "sweep / fwd", "hand / fwd", "reverse_forw / fwd",
+            "fwd+bwd: generated / hand", "tape"]
     text = _table(head, rows)
     notes = _notes(sec.get("rows", []))
     return text + ("\n\n" + "\n".join(notes) if notes else "")
@@ -100,18 +133,16 @@ def components_table(sec: dict) -> str:
     out = []
     for case in sec.get("cases", []):
         e, t, c = (idx.get((case, i)) for i in ("eager", "torchclad", "compile"))
-        te, tt, tcmp = (_t(x, "fwd_bwd") for x in (e, t, c))
         size = next((x.get("size") for x in (e, t, c) if x and x.get("size")), "")
         rss = " / ".join(f"{x['rss_peak_mb']:.0f}" if x and x.get("rss_peak_mb") else "–"
                          for x in (e, t, c))
         out.append([case, size, _cell(e, "fwd_bwd"), _cell(t, "fwd_bwd"), _cell(c, "fwd_bwd"),
-                    bl.fmt_x(_div(tt, te)), bl.fmt_x(_div(tcmp, te)),
-                    bl.fmt_ms(_t(t, "forward")), bl.fmt_ms(_t(t, "backward")),
-                    bl.fmt_x(_div(_t(t, "backward"), _t(e, "backward"))),
+                    _rel_cell(t, e, "fwd_bwd"), _rel_cell(c, e, "fwd_bwd"),
+                    _rel_cell(t, e, "forward"), _rel_cell(t, e, "backward"),
                     f"{c['first_call_s']:.1f}" if c and c.get("status") == "ok" else "–", rss])
-    head = ["component", "size", "eager ms", "torchclad ms", "compile ms", "torchclad / eager",
-            "compile / eager", "torchclad fwd ms", "torchclad bwd ms", "bwd: torchclad / eager",
-            "compile 1st call s", "peak RSS MB (eager / tc / compile)"]
+    head = ["component", "size", "eager ms", "torchclad ms", "compile ms",
+            "**torchclad / eager**", "compile / eager", "fwd: torchclad / eager",
+            "bwd: torchclad / eager", "compile 1st call s", "peak RSS MB (eager / tc / compile)"]
     notes = _notes(rows, "case")
     return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
 
@@ -123,18 +154,19 @@ def gpt2_table(sec: dict) -> str:
     out = []
     for case in sec.get("cases", []):
         r = {i: idx.get((case, i)) for i in impls}
-        te = _t(r["eager"], "fwd_bwd")
         cells = [case]
         cells += [_cell(r[i], "fwd_bwd") for i in impls]
-        cells += [bl.fmt_x(_div(_t(r[i], "fwd_bwd"), te)) for i in ("torchclad", "torchclad_fused", "compile")]
-        cells += [_cell(r[i], "step") for i in ("eager", "torchclad")]
+        cells += [_rel_cell(r[i], r["eager"], "fwd_bwd") for i in ("torchclad", "torchclad_fused", "compile")]
+        cells += [_cell(r[i], "step") for i in ("eager", "torchclad", "torchclad_fused")]
+        diffs = [x.get("loss_diff_vs_eager") for x in r.values() if x and x.get("loss_diff_vs_eager") is not None]
+        cells.append(f"{max(diffs):.1e}" if diffs else "–")
         cells.append(" / ".join(
             f"{r[i]['rss_peak_mb'] / 1024:.2f}" if r[i] and r[i].get("rss_peak_mb") else "–"
             for i in impls))
         out.append(cells)
-    head = ["B,T", "eager ms", "torchclad ms", "fused ms", "compile ms", "torchclad / eager",
-            "fused / eager", "compile / eager", "step eager ms", "step torchclad ms",
-            "peak RSS GB (eager / tc / fused / compile)"]
+    head = ["B,T", "eager ms", "torchclad ms", "fused ms", "compile ms", "**torchclad / eager**",
+            "**fused / eager**", "compile / eager", "step eager ms", "step torchclad ms",
+            "step fused ms", "max loss diff", "peak RSS GB (eager / tc / fused / compile)"]
     notes = _notes(rows, "case")
     return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
 
@@ -161,21 +193,26 @@ def _machine_line(m: dict | None) -> str:
     load = m.get("loadavg_at_start")
     return (f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gb', '?')} GB; "
             f"{m.get('compiler', '?')}; Python {m.get('python', '?')}"
-            + (f"; torch {m['torch']} ({m.get('torch_threads')} threads)" if m.get("torch") else "")
+            + (f"; torch {m['torch']}" if m.get("torch") else "")
+            + (f"; {m['bench_threads']} thread(s) per case" if m.get("bench_threads") else "")
             + (f"; load average {load[0]:.1f} at start" if load else "")
             + f"; git {m.get('git', '?')}; {m.get('date', '?')}")
 
 
 def markdown(data: dict[str, Any] | None = None) -> str:
     data = data if data is not None else bl.load_results()
-    secs = data.get("sections", {})
+    # sections written by another layout version are not rendered (re-run them)
+    secs = {k: v for k, v in data.get("sections", {}).items() if v.get("schema") == bl.SCHEMA}
     parts = ["# torchclad benchmark results",
              "",
              "Generated by `make bench` (`benchmarks/`); rendered from `benchmarks/results.json` by "
              "`python benchmarks/render.py`. Times are the minimum over the timed repetitions "
-             "(ms); ratios are between minima of the same run; spread = (p90 − min) / min. "
-             "The machine is shared with other work: see each section's load average; no timing "
-             "is asserted anywhere.", ""]
+             "(ms). Ratios come from ONE run: implementations are measured interleaved, round "
+             "by round, and a ratio is the median of the per-round ratios, with the 10th–90th "
+             "percentile range in small print († = not interleaved: ratio of minima). The "
+             "machine (2 cores) is shared with other work, so everything runs on one thread (torch, "
+             "MKL and OpenMP alike: a per-core comparison) and the clock is the process's CPU "
+             "time (time spent descheduled does not count). No timing is asserted anywhere.", ""]
 
     sec = secs.get("reverse_sweep")
     parts += ["## AD overhead: generated reverse sweep vs hand-written backward (C++, float32)", ""]
@@ -185,7 +222,7 @@ def markdown(data: dict[str, Any] | None = None) -> str:
             "unit of the `csrc/kernels/` kernel plus a hand-written llm.c-style backward "
             "(`benchmarks/oracles/`, checked against the generated gradient to 1e-5 relative in "
             "the program), package flags `-O3 -std=c++17 -fno-fast-math -fopenmp`, "
-            "single-threaded, per-call thread CPU time. *sweep / hand* is the AD overhead "
+            "`OMP_NUM_THREADS=1` (per core), per-call CPU time. *sweep / hand* is the AD overhead "
             f"(target ≤ {sec.get('target_sweep_over_hand', 1.3)}×); *reverse_forw / fwd* the "
             "cost of recording the tape in the forward.", "",
             reverse_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
@@ -197,9 +234,10 @@ def markdown(data: dict[str, Any] | None = None) -> str:
     if sec:
         parts += [
             "`torchclad.nn` modules vs `torch.nn` (eager) vs `torch.compile` of the `torch.nn` "
-            "module, fwd+bwd with an input that requires grad; each case in a fresh process "
-            "(`benchmarks/bench_components.py`). Eager attention is "
-            "`F.scaled_dot_product_attention(is_causal=True)`.", "",
+            "module, fwd+bwd with an input that requires grad; one process per implementation, "
+            "interleaved (`benchmarks/bench_components.py`); *compile 1st call* includes "
+            "compilation (with whatever the inductor cache already holds). Eager attention is "
+            "`F.scaled_dot_product_attention(is_causal=True)`. Ratio > 1: slower than eager.", "",
             components_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
     else:
         parts += ["(not run yet)", ""]
@@ -212,8 +250,9 @@ def markdown(data: dict[str, Any] | None = None) -> str:
             "step adds AdamW. `torchclad` = `GPT2(config)` (modular: autograd chains the "
             "generated sweeps), `fused` = `GPT2(config, fused=True)` (one generated sweep for "
             "the whole model), eager / compile = a plain-PyTorch GPT-2 "
-            "(`benchmarks/reference_models.py`; compile with `dynamic=True`). Each case in a "
-            "fresh process (`benchmarks/bench_gpt2.py`).", "",
+            "(`benchmarks/reference_models.py`; compile with `dynamic=True`); same weights, "
+            "so the first losses agree (*max loss diff*); one process per implementation, "
+            "interleaved (`benchmarks/bench_gpt2.py`). Ratio > 1: slower than eager.", "",
             gpt2_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
     else:
         parts += ["(not run yet)", ""]
@@ -222,9 +261,11 @@ def markdown(data: dict[str, Any] | None = None) -> str:
     parts += ["## Build: engine generation and compile time of the built-in kernels", ""]
     if sec:
         parts += [
-            "The engine over `torchclad/kernels.py`'s registry, then a fresh serial compile of "
-            "each unit (kernel + generated derivatives + pybind11 glue) into a temporary "
-            "directory with the package's flags (`benchmarks/bench_build.py`).", "",
+            "The engine over `torchclad/kernels.py`'s registry (wall time per kernel file), then "
+            "a fresh compile of each unit (kernel + generated derivatives + pybind11 glue) into "
+            "a temporary directory with the package's flags, no cache; *g++ CPU s* is each "
+            "compiler's CPU time (user + sys), whose sum is what the package's serial build "
+            "spends compiling (`benchmarks/bench_build.py`).", "",
             build_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
     else:
         parts += ["(not run yet)", ""]
@@ -237,7 +278,7 @@ def markdown(data: dict[str, Any] | None = None) -> str:
 def speedups(data: dict) -> list[tuple[str, str, float]]:
     """(case label, impl, eager time / impl time) for every measured case."""
     out = []
-    secs = data.get("sections", {})
+    secs = {k: v for k, v in data.get("sections", {}).items() if v.get("schema") == bl.SCHEMA}
     for name, impls in (("components", ("torchclad", "compile")),
                         ("gpt2", ("torchclad", "torchclad_fused", "compile"))):
         sec = secs.get(name)
@@ -245,12 +286,12 @@ def speedups(data: dict) -> list[tuple[str, str, float]]:
             continue
         idx = _by(sec.get("rows", []), "case", "impl")
         for case in sec.get("cases", []):
-            te = _t(idx.get((case, "eager")), "fwd_bwd")
+            base = idx.get((case, "eager"))
             label = case if name == "components" else f"GPT-2 {case}"
             for impl in impls:
-                ti = _t(idx.get((case, impl)), "fwd_bwd")
-                if te and ti:
-                    out.append((label, impl, te / ti))
+                r = rel(idx.get((case, impl)), base, "fwd_bwd")
+                if r:
+                    out.append((label, impl, 1.0 / r))
     return out
 
 

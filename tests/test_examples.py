@@ -66,3 +66,17 @@ def test_convert_model(capsys):
     assert "torchclad.nn.convert: replaced 7 module(s)" in out
     assert "mlp.0: torch.nn.Linear -> torchclad.nn.Linear" in out
     assert "state_dict keys unchanged by convert: True" in out
+
+
+def test_demo_smoke(tmp_path, capsys):
+    """`make demo`'s main with a few steps of a tiny model: everything runs, the plot is written
+    (the exit code needs a real training run: loss parity and a drop of the loss by 1 nat)."""
+    from torchclad import demo
+
+    demo.main(["--steps", "4", "--n-layer", "1", "--n-embd", "16", "--n-head", "2",
+               "--block-size", "16", "--batch-size", "4", "--log-every", "2",
+               "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "gelu_forward_reverse_sweep" in out and "matmul_forward_pullback" in out
+    assert "3. Summary (4 steps)" in out and "loss parity per step" in out
+    assert (tmp_path / "gpt2_loss.png").stat().st_size > 1000

@@ -14,11 +14,13 @@
 //
 // Timing: `rounds` rounds; a round runs the hand half (reset, forward, hand_backward) and the
 // generated half (reset, fresh tape, aug_forward, sweep) in alternating order, each call timed
-// on its own, by the wall clock (steady_clock) and by the thread's CPU clock
-// (CLOCK_THREAD_CPUTIME_ID: the programs are single-threaded, and the CPU clock does not count
-// the time the thread spent descheduled, which on the shared benchmark machine is most of the
-// noise); reset() and tape destruction are never timed. Interleaving keeps both halves under the
-// same machine load.
+// on its own, by the wall clock (steady_clock) and by the process's CPU clock
+// (CLOCK_PROCESS_CPUTIME_ID, all threads: the CPU clock does not count the time spent
+// descheduled, which on the shared benchmark machine is most of the noise); reset() and tape
+// destruction are never timed. Interleaving keeps both halves under the same machine load.
+// bench_reverse.py runs the programs with OMP_NUM_THREADS=1 (kernels with `omp parallel for`
+// and their generated sweeps then run on one thread, like the hand-written backwards): the
+// comparison is per core; "omp_threads" in the output says what ran.
 //
 // Check: before timing, one hand half and one generated half; every adjoint pair must agree to
 // max|gen - hand| <= tol * max|hand| (tol = 1e-5), else the program prints the errors and exits 3.
@@ -39,6 +41,9 @@
 #include <ctime>
 #include <memory>
 #include <random>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -60,7 +65,7 @@ inline double now() {
 
 inline double cpu_now() {
     timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
@@ -221,8 +226,13 @@ int main_for(const char* kernel, Case& c, int argc, char** argv) {
         if (r & 1) { gen_half(); hand_half(); } else { hand_half(); gen_half(); }
     }
 
-    std::printf("{\"kernel\": \"%s\", \"sizes\": %s, \"tape_bytes\": %zu, \"check\": %s, \"tol\": %g, ",
-                kernel, c.sizes_json().c_str(), tape_bytes, check.c_str(), args.tol);
+#ifdef _OPENMP
+    int omp_threads = omp_get_max_threads();
+#else
+    int omp_threads = 0;
+#endif
+    std::printf("{\"kernel\": \"%s\", \"sizes\": %s, \"tape_bytes\": %zu, \"omp_threads\": %d, \"check\": %s, \"tol\": %g, ",
+                kernel, c.sizes_json().c_str(), tape_bytes, omp_threads, check.c_str(), args.tol);
     for (int cpu = 0; cpu < 2; cpu++) {
         std::printf(cpu ? "\"cpu_times\": {" : "\"times\": {");
         print_series("forward", cpu ? t_fwd.cpu : t_fwd.wall, false);
