@@ -29,7 +29,7 @@ TINY_GPT2 = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size"
 @pytest.mark.parametrize("mode", ["modular", "fused"])
 def test_train_gpt2_with_checkpoint_resume(mode, tmp_path, capsys):
     if mode == "fused" and fused_unavailable():
-        pytest.skip(fused_unavailable())
+        pytest.fail(f"fused GPT-2 unavailable: {fused_unavailable()}", pytrace=False)
     ex = _load("train_gpt2")
     ckpt = tmp_path / "ckpt.pt"
     threads = torch.get_num_threads()

@@ -25,7 +25,6 @@ BASE_FLAGS = ["-std=c++17", f"-I{INCLUDE}", "-fopenmp", "-pthread"]
 WARN_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 LIMIT = 64 * 1024  # TORCHCLAD_TAPE_MEMORY_LIMIT used by the offload tests
 
-pytestmark = pytest.mark.skipif(shutil.which(CXX) is None, reason=f"{CXX} not found")
 
 
 def compile_cpp(src: Path, out: Path, *flags: str) -> Path:
