@@ -162,7 +162,13 @@ class GPT2(torch.nn.Module):
         if T == 0 and targets is None:
             raise ValueError("GPT2: idx has T = 0 positions; without targets the model returns "
                              "the logits of the last position, and there is none")
-        _check_ids("idx", idx, cfg.vocab_size, allow_ignore=False)
+        # Under torch.compile the modular model's Embedding and CrossEntropyLoss check the ids
+        # inside the graph (torchclad::checked_indices); a data-dependent check here would
+        # break the graph. The fused model has no such op: it keeps the check (and its graph
+        # break).
+        eager_check = not (torch.compiler.is_compiling() and not self.fused)
+        if eager_check:
+            _check_ids("idx", idx, cfg.vocab_size, allow_ignore=False)
         if targets is not None:
             if (not isinstance(targets, torch.Tensor)
                     or targets.dtype not in (torch.int64, torch.int32)):
@@ -171,7 +177,8 @@ class GPT2(torch.nn.Module):
             if tuple(targets.shape) != (B, T):
                 raise ValueError(f"GPT2: targets has shape {tuple(targets.shape)}, expected the "
                                  f"shape of idx, {(B, T)}")
-            _check_ids("targets", targets, cfg.vocab_size, allow_ignore=True)
+            if eager_check:
+                _check_ids("targets", targets, cfg.vocab_size, allow_ignore=True)
         return B, T
 
     # ---- sampling
