@@ -29,7 +29,8 @@ OPTS = [pytest.param(o, id=o[1:]) for o in H.OPT_LEVELS]
 def session(request):
     # build only what this run selected (a batch compiles several selected cases at once)
     selected = {item.callspec.params["case"].name for item in request.session.items
-                if hasattr(item, "callspec") and "case" in item.callspec.params}
+                if item.module is request.module and hasattr(item, "callspec")
+                and "case" in item.callspec.params}
     s = H.Session(only=selected or None)
     yield s
     # -Wall in generated code is reported, not failed: set-but-unused control flags and temporaries
