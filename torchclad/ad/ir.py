@@ -416,3 +416,20 @@ def call_name(fn: str) -> str:
     """Lookup name of a spelled callee: '::std::max<double>' -> 'std::max'."""
     fn = re.sub(r"<.*>$", "", fn.replace(" ", ""))
     return fn[2:] if fn.startswith("::") else fn
+
+
+def rebuild(e, kids):
+    """e with its children (as ordered by `children`) replaced."""
+    if isinstance(e, Index):
+        return replace(e, base=kids[0], index=kids[1])
+    if isinstance(e, (Unary, Cast)):
+        return replace(e, operand=kids[0])
+    if isinstance(e, Binary):
+        return replace(e, lhs=kids[0], rhs=kids[1])
+    if isinstance(e, Call):
+        return replace(e, args=tuple(kids))
+    if isinstance(e, Cond):
+        return replace(e, cond=kids[0], then=kids[1], other=kids[2])
+    if isinstance(e, Raw):
+        return replace(e, reads=tuple(kids))
+    return e

@@ -139,23 +139,7 @@ def _substitute(e, temps: dict, top: bool = True):
     if not kids:
         return e
     new = tuple(_substitute(k, temps) for k in kids)
-    return e if new == kids else _rebuild(e, new)
-
-
-def _rebuild(e, kids):
-    if isinstance(e, ir.Index):
-        return replace(e, base=kids[0], index=kids[1])
-    if isinstance(e, (ir.Unary, ir.Cast)):
-        return replace(e, operand=kids[0])
-    if isinstance(e, ir.Binary):
-        return replace(e, lhs=kids[0], rhs=kids[1])
-    if isinstance(e, ir.Call):
-        return replace(e, args=tuple(kids))
-    if isinstance(e, ir.Cond):
-        return replace(e, cond=kids[0], then=kids[1], other=kids[2])
-    if isinstance(e, ir.Raw):
-        return replace(e, reads=tuple(kids))
-    return e
+    return e if new == kids else ir.rebuild(e, new)
 
 
 def _map_stmt_top_down(s, temps):

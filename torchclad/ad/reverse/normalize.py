@@ -188,7 +188,7 @@ class Normalizer:
         new = tuple(self.hoist(k, pre, top=False) for k in kids)
         if new == kids:
             return e
-        return _rebuild(e, new)
+        return ir.rebuild(e, new)
 
     # -------------------------------------------------------------- control flow
     def seq(self, stmts: list, ctx) -> tuple:
@@ -310,20 +310,6 @@ class Normalizer:
 
 def _has_user_call(e) -> bool:
     return any(isinstance(x, ir.Call) and x.user for x in ir.walk_expr(e))
-
-
-def _rebuild(e, kids):
-    if isinstance(e, ir.Index):
-        return replace(e, base=kids[0], index=kids[1])
-    if isinstance(e, (ir.Unary, ir.Cast)):
-        return replace(e, operand=kids[0])
-    if isinstance(e, ir.Binary):
-        return replace(e, lhs=kids[0], rhs=kids[1])
-    if isinstance(e, ir.Call):
-        return replace(e, args=tuple(kids))
-    if isinstance(e, ir.Cond):
-        return replace(e, cond=kids[0], then=kids[1], other=kids[2])
-    return e
 
 
 def normalize(fn: ir.Function) -> ir.Function:
