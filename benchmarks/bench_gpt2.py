@@ -38,7 +38,7 @@ IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 
 
 def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
-    rounds, max_s = (2, 10.0) if quick else (4, 45.0)
+    rounds, max_s = (2, 10.0) if quick else (12, 60.0)
     machine = bl.machine_info()
     threads = bl.bench_threads()
     machine["bench_threads"] = threads
@@ -46,7 +46,7 @@ def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -
     for B, T in sizes:
         case = f"B{B},T{T}"
         res = bl.run_interleaved({impl: ["gpt2", impl, str(B), str(T)] for impl in impls},
-                                 warmup={impl: 2 if impl == "compile" else 1 for impl in impls},
+                                 warmup={impl: 3 if impl == "compile" else 2 for impl in impls},
                                  rounds=rounds, min_seconds=0.0, max_seconds=max_s,
                                  threads=threads, setup_timeout=1500, mem_per_worker_gb=3.5)
         res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward"),
@@ -61,7 +61,7 @@ def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -
     payload = {
         "machine": machine,
         "method": ("one process per implementation, all alive together (one at a time if memory "
-                   "is short); 1 warm-up step (2 for compile), then >= 2 and up to "
+                   "is short); 2 warm-up steps (3 for compile), then >= 2 and up to "
                    f"{rounds} rounds (stopping after {max_s:.0f} s) of one step per "
                    f"implementation, order rotating; {threads or 'default'} thread(s); process "
                    "CPU time with one thread, else wall; ratio = median over rounds of the "

@@ -93,14 +93,15 @@ def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m torchclad.demo", description=__doc__.split("\n")[0])
     p.add_argument("--mode", choices=("fused", "modular"), default="fused",
                    help="torchclad GPT-2 mode (default: fused, one kernel for the whole model)")
-    p.add_argument("--steps", type=int, default=500)
+    p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--block-size", type=int, default=64)
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-head", type=int, default=4)
     p.add_argument("--n-embd", type=int, default=128)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--log-every", type=int, default=100,
+                   help="print a progress line every N steps (and at least every 10 s)")
     p.add_argument("--time-budget", type=float, default=150.0,
                    help="seconds of training (both models together); on a slower machine the "
                         "number of steps is cut after the first 12 steps so that it fits")
@@ -222,6 +223,7 @@ def main(argv=None) -> int:
     t_ref: list[float] = []
     planned = args.steps
     cut = False
+    last_print = time.perf_counter()
     t_train = time.perf_counter()
     t_loop = t_train
     for step, (x, y) in enumerate(batches(train, args.batch_size, args.block_size,
@@ -261,7 +263,9 @@ def main(argv=None) -> int:
         steps_logged.append(step)
         loss_ours.append(results[0])
         loss_ref.append(results[1])
-        if step % args.log_every == 0 or step == planned - 1:
+        if (step % args.log_every == 0 or step == planned - 1
+                or time.perf_counter() - last_print > 10):
+            last_print = time.perf_counter()
             print(f"   {step:>5}  {results[0]:>10.4f}  {results[1]:>10.4f}  "
                   f"{abs(results[0] - results[1]):>9.2e}  {1e3 * t_ours[-1]:>12.1f}  "
                   f"{1e3 * t_ref[-1]:>12.1f}", flush=True)

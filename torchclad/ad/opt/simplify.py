@@ -194,7 +194,7 @@ def _drop(stmts, dead: set) -> list:
             dead = dead | {s.var.name}              # its later assignments go too
             if _pure(s.init):
                 continue
-            if isinstance(s.init, ir.Call):          # keep the call, drop the variable
+            if isinstance(s.init, (ir.Call, ir.TapePop)):   # keep the call or the pop
                 out.append(ir.ExprStmt(s.init, s.loc))
                 continue
             dead = dead - {s.var.name}
@@ -202,7 +202,7 @@ def _drop(stmts, dead: set) -> list:
                 s.target.name in dead:
             if _pure(s.value):
                 continue
-            if isinstance(s.value, ir.Call):
+            if isinstance(s.value, (ir.Call, ir.TapePop)):  # the tape must stay in step
                 out.append(ir.ExprStmt(s.value, s.loc))
                 continue
         if isinstance(s, ir.Block):
