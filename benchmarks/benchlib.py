@@ -11,9 +11,10 @@ section, write atomically), which then re-renders ``results.md`` and ``results.p
 every section carries its own ``machine`` block and date.
 
 Timing conventions, for every module: warm-up calls first, then repeated timed calls; a case
-reports ``min``, ``median``, ``p10``/``p90`` and the sample count; ratios are taken between the
-``min`` of two cases measured in the same run (the machine is shared: the minimum is the
-measurement least disturbed by other load). No timing is ever asserted.
+reports ``min``, ``median``, ``p10``/``p90`` and the sample count. Implementations compared with each other are
+measured in the same run, interleaved (:func:`run_interleaved`; the C++ programs interleave
+internally); the machine is shared, so everything runs on one thread and is timed by CPU time.
+No timing is ever asserted.
 """
 
 from __future__ import annotations
@@ -62,12 +63,6 @@ def spread(st: dict[str, float]) -> float | None:
     if not st.get("n") or not st.get("min"):
         return None
     return (st["p90"] - st["min"]) / st["min"]
-
-
-def ratio(a: dict[str, float] | None, b: dict[str, float] | None, key: str = "min") -> float | None:
-    if not a or not b or not a.get(key) or not b.get(key):
-        return None
-    return a[key] / b[key]
 
 
 def _cpu_model() -> str:
