@@ -88,12 +88,6 @@ def find_aliases(fn: ir.Function, globals_: dict) -> Aliases:
     return Aliases(roots, vars_)
 
 
-@dataclass(frozen=True)
-class Flows:
-    """Value flow edges: target object <- source objects, plus outputs."""
-    edges: tuple           # (target key, frozenset of source keys)
-
-
 def reads_of(e, al: Aliases) -> set:
     """Floating objects whose value an expression reads."""
     out = set()

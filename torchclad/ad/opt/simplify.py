@@ -16,39 +16,6 @@ from .. import ir
 from ..rules import math as rules
 
 
-def map_expr(e, fn):
-    """Rebuild e bottom-up, replacing each node by fn(node) (fn may return the node)."""
-    if isinstance(e, ir.Index):
-        e = replace(e, base=map_expr(e.base, fn), index=map_expr(e.index, fn))
-    elif isinstance(e, (ir.Unary, ir.Cast)):
-        e = replace(e, operand=map_expr(e.operand, fn))
-    elif isinstance(e, ir.Binary):
-        e = replace(e, lhs=map_expr(e.lhs, fn), rhs=map_expr(e.rhs, fn))
-    elif isinstance(e, ir.Call):
-        e = replace(e, args=tuple(map_expr(a, fn) for a in e.args))
-    elif isinstance(e, ir.Cond):
-        e = replace(e, cond=map_expr(e.cond, fn), then=map_expr(e.then, fn),
-                    other=map_expr(e.other, fn))
-    elif isinstance(e, ir.Raw):
-        e = replace(e, reads=tuple(map_expr(r, fn) for r in e.reads))
-    return fn(e)
-
-
-def _map_stmt(s, fn):
-    if isinstance(s, ir.Decl):
-        return replace(s, init=map_expr(s.init, fn) if s.init is not None else None,
-                       init_list=tuple(map_expr(x, fn) for x in s.init_list))
-    if isinstance(s, ir.Assign):
-        return replace(s, target=map_expr(s.target, fn), value=map_expr(s.value, fn))
-    if isinstance(s, ir.ExprStmt):
-        return replace(s, expr=map_expr(s.expr, fn))
-    if isinstance(s, ir.TapePush):
-        return replace(s, value=map_expr(s.value, fn))
-    if isinstance(s, ir.Return) and s.value is not None:
-        return replace(s, value=map_expr(s.value, fn))
-    return s
-
-
 def _pure_calls(s) -> list:
     out = []
     for e in ir.stmt_exprs(s):

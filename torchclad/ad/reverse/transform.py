@@ -282,10 +282,6 @@ class Reverse:
         for x in ir.walk_stmts(st):
             for e in ir.stmt_exprs(x):
                 out |= self._reads(e)
-            if isinstance(x, ir.Assign):
-                # writing an adjoint element reads only its address; a primal target read
-                # happens only in restores, which the analysis adds itself
-                pass
         return out
 
     # ------------------------------------------------------------------ adjoint code
