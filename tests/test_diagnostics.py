@@ -36,6 +36,30 @@ CASES = [
      "double f(const double* x, int n) { double buf[4]; double* p = buf;"
      " for (int i = 0; i < n; i++) { *p = x[i] * x[i]; p++; } return buf[0] + buf[1]; }",
      "pointer 'p' into local 'buf' is changed after it is declared"),
+    ("checkpoint on a while loop",
+     "double f(double x, int n) {\n#pragma torchclad checkpoint\n while (n-- > 0) x = x * x;"
+     " return x; }", "must come right before a for loop"),
+    ("checkpoint with break",
+     "double f(double x, int n) {\n#pragma torchclad checkpoint\n"
+     " for (int i = 0; i < n; i++) { if (x > 9) break; x = x * x; } return x; }",
+     "needs a counting loop"),
+    ("checkpoint not before a loop",
+     "double f(double x) {\n#pragma torchclad checkpoint\n x = x * x; return x; }",
+     "must come right before a for loop"),
+    ("checkpoint bad clause",
+     "double f(double x, int n) {\n#pragma torchclad checkpoint often(3)\n"
+     " for (int i = 0; i < n; i++) x = x * x; return x; }", "is not understood"),
+    ("checkpoint unknown name",
+     "double f(double x, int n) {\n#pragma torchclad checkpoint every(m)\n"
+     " for (int i = 0; i < n; i++) x = x * x; return x; }", "'m' is not a variable visible"),
+    ("checkpoint state not inferred",
+     "void f(double* y, int n, int s) {\n#pragma torchclad checkpoint\n"
+     " for (int i = 0; i < s; i++) for (int j = 1; j < n; j++) y[j] = y[j - 1] * y[j]; }",
+     "name them, e.g. '#pragma torchclad checkpoint state(y[0:n])'"),
+    ("checkpoint section moves",
+     "void f(double* y, int n, int s) {\n#pragma torchclad checkpoint state(y[0:n])\n"
+     " for (int i = 0; i < s; i++) { for (int j = 0; j < n; j++) y[j] = y[j] * y[j]; n = n - 1; } }",
+     "depends on 'n', which the loop changes"),
     ("wrt not a parameter", "double f(double x) { return x * x; }", "wrt names 'y'"),
     ("wrt an int", "double f(double x, int n) { return x * n; }", "cannot differentiate"),
     ("no such function", "double g(double x) { return x; }", "no function 'f'"),

@@ -527,6 +527,18 @@ CASES: list[Case] = [
        {"out": a(12), "h": a(18), "g": a(18), "x": a(12), "w1": a(24), "b1": a(6), "w2": a(24), "b2": a(4),
         "N": i(3), "C": i(4), "H": i(6)},
        outputs=["out", "h", "g"], tags=["llm.c", "mlp", "calls writing outputs", "scratch outputs", "residual"]),
+    # ---- checkpointed loops (#pragma torchclad checkpoint) ------------------------------------
+    _c("ckpt_scalar_rec", "ckpt_scalar_rec.cpp", "ckpt_scalar_rec", {"x": s(0.2, 1), "a": s(0.5, 2), "n": i(10)},
+       tags=["checkpoint", "every(K)", "scalar state", "overwritten parameter"]),
+    _c("ckpt_scalar_rec_empty", "ckpt_scalar_rec.cpp", "ckpt_scalar_rec", {"x": s(0.2, 1), "a": s(0.5, 2), "n": i(0)},
+       tags=["checkpoint", "zero iterations"]),
+    _c("ckpt_inferred", "ckpt_inferred.cpp", "ckpt_inferred", {"y": a(5), "w": a(5), "n": i(5), "steps": i(11)},
+       outputs=["y"], tags=["checkpoint", "inferred state", "local array state", "call in body"]),
+    _c("ckpt_nested", "ckpt_nested.cpp", "ckpt_nested", {"w": a(2, 0.3, 0.9), "x": a(7), "n": i(7), "reps": i(3)},
+       outputs=["w"], tags=["checkpoint", "nested in a loop", "input overwritten after the loop"]),
+    _c("ckpt_leapfrog", "ckpt_leapfrog.cpp", "ckpt_leapfrog",
+       {"q": a(3), "p": a(3), "k": a(3, 0.5, 2), "n": i(3), "steps": i(9), "h": sv(0.1)},
+       wrt=["q", "p", "k"], outputs=["q", "p"], tags=["checkpoint", "state(...) clause", "two state arrays"]),
 ]
 
 CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CASES}

@@ -17,6 +17,7 @@ from .emit import cpp
 from .errors import DiffError
 from .frontend.lower import lower_source
 from .opt.simplify import cse_calls, dead_code
+from .reverse import checkpoint
 from .reverse.assemble import Assembler
 from .reverse.normalize import normalize
 from .reverse.transform import Callee, Reverse, written_params
@@ -237,8 +238,11 @@ class Engine:
         outputs = tuple(fn.params[i] for i in sorted(written_params(fn))
                         if fn.params[i].type.real)
         nfn, act, rv, rec_comb, rec_split = self._analyze(fn, wrt_vars, outputs)
-        return (f"== activity {name}\n{act.dump()}\n== to-be-recorded {name} (split)\n"
+        text = (f"== activity {name}\n{act.dump()}\n== to-be-recorded {name} (split)\n"
                 f"{rec_split.dump(rv.describe)}\n")
+        for path in sorted(rv.checkpoints):
+            text += checkpoint.describe(rv.checkpoints[path], rv.describe(path)) + "\n"
+        return text
 
     def _analyze(self, fn, wrt_vars, outputs):
         opts = self.options

@@ -21,6 +21,22 @@
 #define TORCHCLAD_WRITE_ONCE
 #endif
 
+namespace torchclad {
+
+// Iterations per segment of a `#pragma torchclad checkpoint` loop of n iterations: every(k)
+// when the pragma gives one (at least 1), else ceil(sqrt(n)), so that the tape holds about
+// sqrt(n) snapshots plus one segment's records.
+inline long checkpoint_every(long /*n*/, long k) { return k < 1 ? 1 : k; }
+inline long checkpoint_every(long n) {
+  if (n <= 1) return 1;
+  long k = static_cast<long>(std::sqrt(static_cast<double>(n)));
+  while (k * k < n) ++k;
+  while (k > 1 && (k - 1) * (k - 1) >= n) --k;
+  return k;
+}
+
+}  // namespace torchclad
+
 // The helper math lives in math.h next to this header.  A quoted include looks
 // in this header's directory first, so this picks up torchclad/math.h; before
 // that file exists it resolves to the C library's <math.h>, which is harmless

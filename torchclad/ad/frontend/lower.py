@@ -39,6 +39,7 @@ class _Lowerer:
         self.pre: list | None = None      # side effects pulled out of the expression at hand
         self.pragmas: dict = {}           # line -> pragma text (omp / torchclad)
         self.n_inc = 0
+        self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
 
     # ------------------------------------------------------------------ helpers
     def loc(self, c) -> Loc:
@@ -144,6 +145,11 @@ class _Lowerer:
             if ch.kind == K.COMPOUND_STMT:
                 body = self.block(ch)
         self.pop()
+        for line, text in sorted(self.pragmas.items()):
+            if text.startswith("torchclad") and line not in self.used_pragmas and \
+                    c.extent.start.line < line <= c.extent.end.line:
+                raise DiffError(Loc(self.filename, line - 1, 1),
+                                f"'#pragma {text}' must come right before a for loop")
         if body is None:
             self.err(c, f"'{c.spelling}' has no body in this source; define it here or give it "
                         "a custom derivative in namespace clad::custom_derivatives")
@@ -305,6 +311,8 @@ class _Lowerer:
         self.pop()
         loop = self.loop_with_effects(tuple(init), pre, cond, tuple(inc), body, self.loc(c))
         pragma = self.pragmas.get(c.extent.start.line, "")
+        if pragma.startswith("torchclad"):
+            return replace(loop, pragma=self.checkpoint_pragma(c, pragma))
         if pragma.startswith("omp"):
             words = pragma.split()
             if words[:3] == ["omp", "parallel", "for"] or words[:2] == ["omp", "for"]:
@@ -313,6 +321,30 @@ class _Lowerer:
                 self.err(c, f"'#pragma {pragma}' is not supported; only '#pragma omp parallel "
                             "for' (and 'omp simd') on a for loop are")
         return loop
+
+    def checkpoint_pragma(self, c, pragma: str) -> str:
+        """`torchclad checkpoint [every(K)] [state(a[s:n], ...)]`, checked, with the names in
+        its clauses spelled as the lowered code spells them."""
+        self.used_pragmas.add(c.extent.start.line)
+        m = re.fullmatch(r"torchclad\s+checkpoint((?:\s+(?:every|state)\s*\(.*?\))*)\s*",
+                         pragma)
+        if not m:
+            self.err(c, f"'#pragma {pragma}' is not understood; the torchclad pragma is "
+                        "'#pragma torchclad checkpoint [every(K)] [state(a[start:count], ...)]'")
+
+        def rename(word):
+            w = word.group(0)
+            if w in ("every", "state"):
+                return w
+            for scope in reversed(self.scopes):
+                for key, v in scope.items():
+                    if key[2] == w:
+                        return v.name
+            if w in self.globals:
+                return w
+            self.err(c, f"'#pragma {pragma}': '{w}' is not a variable visible at this loop")
+        clauses = re.sub(r"\b[A-Za-z_]\w*\b", rename, m.group(1))
+        return ("torchclad checkpoint " + re.sub(r"\s+", " ", clauses).strip()).strip()
 
     def loop_with_effects(self, init, pre, cond, inc, body, L) -> ir.Loop:
         """`while (i-- > 0) body` -> `for (;;) { c = i > 0; i -= 1; if (!c) break; body }`"""

@@ -16,6 +16,7 @@ from dataclasses import replace
 from .. import ir
 from ..analysis.tbr import Recording
 from ..errors import DiffError
+from . import checkpoint
 from .adjoint import ZERO, Names
 from .transform import ULONG, Reverse
 
@@ -271,6 +272,10 @@ class Assembler:
         return [ir.Block(tuple(out + [loop]), s.loc)] if slots else [loop]
 
     def fwd_loop(self, s: ir.Loop, p) -> list:
+        if p in self.rv.checkpoints:
+            if self._loop_has_reverse(s, p):
+                return checkpoint.forward(self, s, p, self.rv.checkpoints[p])
+            s = replace(s, pragma="")
         if s.pragma:
             saved = self._par_slots(s, p)
             if saved:
@@ -387,6 +392,8 @@ class Assembler:
     def rev_loop(self, s: ir.Loop, p) -> list:
         if not self._loop_has_reverse(s, p):
             return []
+        if p in self.rv.checkpoints:
+            return checkpoint.reverse(self, s, p, self.rv.checkpoints[p])
         if s.pragma and self._par_slots(s, p) is not None:
             return self.rev_parallel(s, p, self._par_slots(s, p))
         body = self.rev_block(s.body, p + (1,))

@@ -266,7 +266,8 @@ class Normalizer:
         guards = [_not(f) for f in stops]
         full = _and(guards + ([cond] if cond is not None else [])) if (guards or cond) else None
         return [ir.Loop(tuple(init), full, tuple(inc), ir.Block(tuple(stmts), s.body.loc),
-                        s.loc, s.pragma if not stops else "", False)], escape
+                        s.loc, s.pragma if not stops or s.pragma.startswith("torchclad") else "",
+                        False)], escape
 
     def switch(self, s: ir.Switch, ctx) -> tuple:
         _, cnt = ctx

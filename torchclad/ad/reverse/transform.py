@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from .. import ir
 from ..analysis.tbr import Facts, Recording
 from ..errors import DiffError
+from . import checkpoint
 from .adjoint import ZERO, AdjointRules, Names, neg
 
 ULONG = ir.Type("unsigned long")
@@ -64,6 +65,7 @@ class Reverse:
         self.parts: dict = {}          # path -> Parts
         self.calls: dict = {}          # path -> (Call, Callee | None, mask)
         self.canon: dict = {}          # loop path -> CanonLoop
+        self.checkpoints: dict = {}    # loop path -> checkpoint.Plan
         self.facts = Facts()
         self.seed = ir.Var("_d_y", ir.Type(fn.ret.base, 0, False, (), True), 0)
         # an active scalar parameter that the body overwrites gets a local adjoint, added to
@@ -153,6 +155,10 @@ class Reverse:
                 for e in (c.lo, c.hi):
                     for k in self._reads(e):
                         f.uses.append((p + (3,), k))
+            if checkpoint.is_checkpoint(s):
+                plan = checkpoint.plan(self, s, p)
+                self.checkpoints[p] = plan
+                f.uses.extend((p, k) for k in plan.uses)
         elif isinstance(s, (ir.Comment,)):
             pass
         else:
