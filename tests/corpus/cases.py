@@ -527,6 +527,8 @@ CASES: list[Case] = [
        {"out": a(12), "h": a(18), "g": a(18), "x": a(12), "w1": a(24), "b1": a(6), "w2": a(24), "b2": a(4),
         "N": i(3), "C": i(4), "H": i(6)},
        outputs=["out", "h", "g"], tags=["llm.c", "mlp", "calls writing outputs", "scratch outputs", "residual"]),
+    _c("detach_lse", "detach_lse.cpp", "detach_lse", {"out": a(3), "x": a(12, -3, 3), "N": i(3), "C": i(4)},
+       outputs=["out"], tags=["torchclad::detach", "stop-gradient", "log-sum-exp"]),
     # ---- checkpointed loops (#pragma torchclad checkpoint) ------------------------------------
     _c("ckpt_scalar_rec", "ckpt_scalar_rec.cpp", "ckpt_scalar_rec", {"x": s(0.2, 1), "a": s(0.5, 2), "n": i(10)},
        tags=["checkpoint", "every(K)", "scalar state", "overwritten parameter"]),

@@ -38,6 +38,7 @@ void ckpt_nested_pullback(double* w, const double* x, int n, int reps, double _d
                     _tape.push(s);
                     s = s * c + std::sin(x[i] * w[1]);
                 }
+                double _acc0 = double(0);
                 for (int i = static_cast<int>(_cp_e1); i-- > static_cast<int>(_cp_s1); ) {
                     double _r_d0 = _d_s;
                     _d_s = 0;
@@ -45,7 +46,10 @@ void ckpt_nested_pullback(double* w, const double* x, int n, int reps, double _d
                     _d_s += _r_d0 * c;
                     _d_c += s * _r_d0;
                     _d_x[i] += (_r_d0 * std::cos((x[i] * w[1]))) * w[1];
-                    _d_w[1] += x[i] * (_r_d0 * std::cos((x[i] * w[1])));
+                    _acc0 += x[i] * (_r_d0 * std::cos((x[i] * w[1])));
+                }
+                if (_acc0 != double(0)) {
+                    _d_w[1] += _acc0;
                 }
             }
         }
@@ -102,6 +106,7 @@ void ckpt_nested_reverse_sweep(double* w, const double* x, int n, int reps, doub
                     _tape.push(s);
                     s = s * c + std::sin(x[i] * w[1]);
                 }
+                double _acc0 = double(0);
                 for (int i = static_cast<int>(_cp_e0); i-- > static_cast<int>(_cp_s0); ) {
                     double _r_d0 = _d_s;
                     _d_s = 0;
@@ -109,7 +114,10 @@ void ckpt_nested_reverse_sweep(double* w, const double* x, int n, int reps, doub
                     _d_s += _r_d0 * c;
                     _d_c += s * _r_d0;
                     _d_x[i] += (_r_d0 * std::cos((x[i] * w[1]))) * w[1];
-                    _d_w[1] += x[i] * (_r_d0 * std::cos((x[i] * w[1])));
+                    _acc0 += x[i] * (_r_d0 * std::cos((x[i] * w[1])));
+                }
+                if (_acc0 != double(0)) {
+                    _d_w[1] += _acc0;
                 }
             }
         }

@@ -16,6 +16,7 @@ from .analysis import tbr
 from .emit import cpp
 from .errors import DiffError
 from .frontend.lower import lower_source
+from .opt.promote import promote_accumulations
 from .opt.simplify import cse_calls, dead_code
 from .reverse import checkpoint
 from .reverse.assemble import Assembler
@@ -284,14 +285,15 @@ class Engine:
         fwd = dead_code(asm.fwd_block(nfn.body, (), top=True))
         forw_text = cpp.function(base + "_reverse_forw", fn.ret, params + [TAPE_PARAM], fwd, T)
         asm2 = Assembler(rv, rec_split, split=True)
-        rev = dead_code(cse_calls(asm2.rev_block(nfn.body, (), top=True)))
+        promote = self._promotion(fn, set(adj_names.values()))
+        rev = promote(dead_code(cse_calls(asm2.rev_block(nfn.body, (), top=True))))
         sweep_text = cpp.function(base + "_reverse_sweep", ir.VOID,
                                   params + seed + adj_params + [TAPE_PARAM], rev, T)
         texts = []
         if top:
             asm3 = Assembler(rv, rec_comb, split=False)
-            body = dead_code(cse_calls(asm3.fwd_block(nfn.body, (), top=True) +
-                                       asm3.rev_block(nfn.body, (), top=True)))
+            body = promote(dead_code(cse_calls(asm3.fwd_block(nfn.body, (), top=True) +
+                                               asm3.rev_block(nfn.body, (), top=True))))
             if _uses_tape(body):
                 body = [ir.RawStmt("torchclad::Tape _tape;")] + body
             texts.append((base + "_pullback",
@@ -312,6 +314,27 @@ class Engine:
                 self.generated[n] = t
                 self.order.append(n)
         return {n for n, _ in texts}
+
+    def _promotion(self, fn: ir.Function, roots: set):
+        """The scalar-promotion pass for fn's generated code, or the identity when some call
+        site passes fn two pointers into one array (its adjoints would overlap)."""
+        for caller in self.module.functions.values():
+            calls = [x for s in ir.walk_stmts(caller.body) for e in ir.stmt_exprs(s)
+                     for x in ir.walk_expr(e)
+                     if isinstance(x, ir.Call) and x.user and ir.call_name(x.fn) == fn.name]
+            if not calls:
+                continue
+            try:
+                al = activity_mod.find_aliases(caller, self.module.globals)
+            except DiffError:
+                return lambda stmts: stmts
+            for call in calls:
+                seen = [al.root_of(a) for a in call.args
+                        if a.type.is_memory and not ir.is_null(a)]
+                uids = [r.uid if r is not None else None for r in seen]
+                if None in uids or len(set(uids)) != len(uids):
+                    return lambda stmts: stmts
+        return lambda stmts: promote_accumulations(stmts, roots)
 
     def _generate_custom(self, fn: ir.Function, adjoints: tuple):
         """A requested function with a clad::custom_derivatives pullback: the split pair and

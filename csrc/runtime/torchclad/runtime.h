@@ -23,6 +23,14 @@
 
 namespace torchclad {
 
+// Stop-gradient: the value itself, with no derivative (the engine's rule table maps it to a
+// zero pullback, and the analyses treat its result as constant). For a shift the result does
+// not depend on, such as the max subtracted inside a softmax or log-sum-exp.
+template <class T>
+inline T detach(T v) {
+  return v;
+}
+
 // Iterations per segment of a `#pragma torchclad checkpoint` loop of n iterations: every(k)
 // when the pragma gives one (at least 1), else ceil(sqrt(n)), so that the tape holds about
 // sqrt(n) snapshots plus one segment's records.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .. import ir
 from ..errors import DiffError
+from ..rules import math as rules
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,24 @@ def find_aliases(fn: ir.Function, globals_: dict) -> Aliases:
     return Aliases(roots, vars_)
 
 
+def _differentiable_nodes(e):
+    """The nodes of e, without the arguments of calls whose derivative is zero everywhere
+    (floor, round, torchclad::detach, ...): nothing flows back through them."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        if isinstance(x, ir.Call) and not x.user:
+            rule = rules.lookup(ir.call_name(x.fn))
+            if rule is not None and rule.zero:
+                continue
+        stack.extend(reversed(ir.children(x)))
+
+
 def reads_of(e, al: Aliases) -> set:
-    """Floating objects whose value an expression reads."""
+    """Floating objects whose value an expression reads through a differentiable path."""
     out = set()
-    for x in ir.walk_expr(e):
+    for x in _differentiable_nodes(e):
         if isinstance(x, ir.Var) and x.type.real and not x.type.is_memory:
             out.add(("var", x.uid))
         elif isinstance(x, (ir.Index,)) and x.type.real:

@@ -59,6 +59,9 @@ RULES = (
     Rule(_aliases("ceil"), (None,), zero=True),
     Rule(_aliases("round"), (None,), zero=True),
     Rule(_aliases("trunc"), (None,), zero=True),
+    # identity in the forward, no derivative: a stop-gradient (e.g. the max shift of a
+    # softmax, which the result does not depend on); defined in torchclad/runtime.h
+    Rule(("torchclad::detach", "::torchclad::detach"), (None,), zero=True),
     Rule(_aliases("fmod"), ("{d}", f"-{{d}} * {RT}trunc_div({{x0}}, {{x1}})")),
 )
 
