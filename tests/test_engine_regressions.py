@@ -82,10 +82,22 @@ SRC = textwrap.dedent("""
       for (int b = 0; b < B; b++)
         for (int i = 0; i < C; i++) out[b * C + i] = inp[b * C + i] * (bias ? bias[i] : 1.0);
     }
+    // perf-1: an adjoint element accumulated across a loop is kept in a local ...
+    void wsum(double* out, const double* w, const double* v, int m, int n) {
+      for (int i = 0; i < n; i++) out[i] = 0;
+      for (int s = 0; s < m; s++)
+        for (int i = 0; i < n; i++) out[i] += w[s] * v[s * n + i];
+    }
+    // ... but not in a callee that a call site hands one array twice (overlapping adjoints)
+    static void scale_by_first(double* out, const double* a, const double* b, int n) {
+      for (int i = 0; i < n; i++) out[i] = a[0] * b[i];
+    }
+    void first_times(double* out, const double* x, int n) { scale_by_first(out, x, x, n); }
 """)
 
 REQUESTS = [("outer", "x"), ("outer2", "x"), ("cast_sum", "x"), ("ret_t", "y"),
-            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0"), ("use_scaled", "a"), ("rows_bias", "inp, bias")]
+            ("void_cast", "x"), ("cond_ptr", "x, b"), ("layers", "x0"), ("use_scaled", "a"), ("rows_bias", "inp, bias"),
+            ("wsum", "w, v"), ("first_times", "x")]
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +196,31 @@ def test_parallel_reduction_with_absent_bias(mod):
     _call(m, "rows_bias", "f64", out.data_ptr(), inp.data_ptr(), 0, B, C,   # no bias
           dinp.data_ptr(), 0, dout.data_ptr())
     torch.testing.assert_close(dinp, torch.ones(B * C, dtype=d))
+
+
+def test_loop_invariant_adjoint_is_accumulated_in_a_local(mod):
+    derivs, m = mod
+    assert "_acc0 +=" in derivs["wsum"].code
+    d = torch.float64
+    M, N = 3, 4
+    w, v = torch.randn(M, dtype=d), torch.randn(M * N, dtype=d)
+    out, dout = torch.zeros(N, dtype=d), torch.randn(N, dtype=d)
+    dw, dv, seed = torch.zeros(M, dtype=d), torch.zeros(M * N, dtype=d), dout.clone()
+    _call(m, "wsum", "f64", out.data_ptr(), w.data_ptr(), v.data_ptr(), M, N, dw.data_ptr(),
+          dv.data_ptr(), seed.data_ptr())
+    torch.testing.assert_close(dw, v.view(M, N) @ dout)
+    torch.testing.assert_close(dv.view(M, N), torch.outer(w, dout))
+
+
+def test_no_accumulator_when_a_callee_gets_one_array_twice(mod):
+    derivs, m = mod
+    callee = [t for n, t in derivs["first_times"].functions if n.startswith("scale_by_first")]
+    assert callee and not any("_acc" in t for t in callee)
+    d = torch.float64
+    x = torch.tensor([0.5, -1.5, 2.0], dtype=d)
+    out, dout, dx = torch.zeros(3, dtype=d), torch.ones(3, dtype=d), torch.zeros(3, dtype=d)
+    _call(m, "first_times", "f64", out.data_ptr(), x.data_ptr(), 3, dx.data_ptr(),
+          dout.data_ptr())
+    expected = torch.full((3,), 0.5, dtype=d)
+    expected[0] = x.sum() + x[0]
+    torch.testing.assert_close(dx, expected)
