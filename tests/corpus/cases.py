@@ -541,6 +541,9 @@ CASES: list[Case] = [
     _c("ckpt_leapfrog", "ckpt_leapfrog.cpp", "ckpt_leapfrog",
        {"q": a(3), "p": a(3), "k": a(3, 0.5, 2), "n": i(3), "steps": i(9), "h": sv(0.1)},
        wrt=["q", "p", "k"], outputs=["q", "p"], tags=["checkpoint", "state(...) clause", "two state arrays"]),
+    _c("ckpt_two_level", "ckpt_two_level.cpp", "ckpt_two_level",
+       {"a": a(3), "x0": s(0.2, 0.8), "outer": i(5), "inner": i(6)},
+       tags=["checkpoint", "nested checkpoints", "local array state"]),
 ]
 
 CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CASES}

@@ -367,13 +367,29 @@ def _segment_loop(canon, start, end, body: list, reverse: bool) -> ir.Loop:
                    (), ir.Block(tuple(body)))
 
 
+def _plain(stmts) -> list:
+    """The primal statements, with nested checkpoint pragmas (engine-only) removed."""
+    out = []
+    for s in stmts:
+        if isinstance(s, ir.Loop):
+            s = ir.Loop(s.init, s.cond, s.inc, ir.Block(tuple(_plain(s.body.stmts)), s.body.loc),
+                        s.loc, "" if s.pragma.startswith(KEYWORD) else s.pragma, s.do_while)
+        elif isinstance(s, ir.Block):
+            s = ir.Block(tuple(_plain(s.stmts)), s.loc)
+        elif isinstance(s, ir.If):
+            s = ir.If(s.cond, ir.Block(tuple(_plain(s.then.stmts)), s.then.loc),
+                      ir.Block(tuple(_plain(s.other.stmts)), s.other.loc), s.loc)
+        out.append(s)
+    return out
+
+
 def forward(asm, s: ir.Loop, p: tuple, pl: Plan) -> list:
     """The primal loop in segments of K iterations, a snapshot before each."""
     canon = asm.rv.canon[p]
     n, k, head = _head(asm, canon, pl)
     seg = asm.names.fresh("_cp_s", ir.LONG)
     end = asm.names.fresh("_cp_e", ir.LONG)
-    inner = _segment_loop(canon, seg, end, list(s.body.stmts), False)
+    inner = _segment_loop(canon, seg, end, _plain(s.body.stmts), False)
     body = _snapshot(pl, False) + [
         ir.Decl(end, ir.Cond(ir.Binary("<", ir.Binary("+", seg, k, ir.LONG), n, ir.BOOL),
                              ir.Binary("+", seg, k, ir.LONG), n, ir.LONG)),
