@@ -529,6 +529,10 @@ CASES: list[Case] = [
        outputs=["out", "h", "g"], tags=["llm.c", "mlp", "calls writing outputs", "scratch outputs", "residual"]),
     _c("detach_lse", "detach_lse.cpp", "detach_lse", {"out": a(3), "x": a(12, -3, 3), "N": i(3), "C": i(4)},
        outputs=["out"], tags=["torchclad::detach", "stop-gradient", "log-sum-exp"]),
+    _c("ptr_local_moved", "ptr_local_moved.cpp", "ptr_local_moved", {"x": a(3), "n": i(3)},
+       tags=["pointer into a local", "moved pointer", "offset on the tape"]),
+    _c("ptr_local_repointed", "ptr_local_repointed.cpp", "ptr_local_repointed", {"x": a(7), "n": i(7)},
+       tags=["pointer into a local", "re-pointed in a loop", "offset on the tape"]),
     # ---- checkpointed loops (#pragma torchclad checkpoint) ------------------------------------
     _c("ckpt_scalar_rec", "ckpt_scalar_rec.cpp", "ckpt_scalar_rec", {"x": s(0.2, 1), "a": s(0.5, 2), "n": i(10)},
        tags=["checkpoint", "every(K)", "scalar state", "overwritten parameter"]),

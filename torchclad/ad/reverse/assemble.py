@@ -32,18 +32,33 @@ class Assembler:
         self.rev_cache: dict = {}
 
     # ------------------------------------------------------------------ helpers
-    def _check_pointer_value(self, v, loc=None):
-        """A pointer into a local object is an address in the forward's stack frame: the
-        reverse sweep may re-take it (recompute) but never store and reload it."""
+    # A pointer into a local object holds an address in the forward's stack frame, which means
+    # nothing to a split-mode sweep: it is stored as an offset from the start of that object
+    # and rebuilt from the sweep's own copy of it.
+    def _local_root(self, v) -> "ir.Var | None":
         if not v.type.is_pointer:
-            return
+            return None
         r = self.rv.al.roots.get(v.uid, v)
-        if r.uid != v.uid and r.uid not in self.rv.facts.params:
-            raise DiffError(loc or self.rv.fn.loc,
-                            f"pointer '{v.name}' into local '{r.name}' is changed after it is "
-                            "declared, so the reverse sweep would have to store an address of "
-                            "the forward's stack; declare a new pointer instead of moving this "
-                            "one, or index the local array directly")
+        if r.uid == v.uid or r.uid in self.rv.facts.params or r.uid <= 0:
+            return None
+        return r
+
+    @staticmethod
+    def _start_of(r: ir.Var) -> ir.Expr:
+        return r if r.type.is_array else ir.Unary("&", r, r.type.pointer_to())
+
+    def _push_value(self, v, loc=None):
+        r = self._local_root(v)
+        if r is None:
+            return ir.TapePush(v, loc) if loc is not None else ir.TapePush(v)
+        off = ir.Binary("-", v, self._start_of(r), ir.LONG)
+        return ir.TapePush(off, loc) if loc is not None else ir.TapePush(off)
+
+    def _popped_value(self, v) -> ir.Expr:
+        r = self._local_root(v)
+        if r is None:
+            return ir.TapePop(v.type.value())
+        return ir.Binary("+", self._start_of(r), ir.TapePop(ir.LONG), v.type)
 
     def _adjoint_decls(self, decls) -> list:
         out = []
@@ -87,18 +102,20 @@ class Assembler:
         inv = self.rv._inverse(s)
         if inv is not None:
             return [inv]
+        if isinstance(s.target, ir.Var):
+            return [ir.Assign("=", s.target, self._popped_value(s.target), s.loc)]
         return [ir.Assign("=", s.target, ir.TapePop(s.target.type.value()), s.loc)]
 
     def _record(self, s, p) -> list:
         if not self.rec.must_record(p):
             return []
-        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var):
-            self._check_pointer_value(s.target, s.loc)
         if not isinstance(s, ir.Assign):
             return [ir.TapeArray(r, _count(r.type), False)
                     for r in reversed(self._call_saves(s, p))]
         if self.rv._inverse(s) is not None:
             return []
+        if isinstance(s.target, ir.Var):
+            return [self._push_value(s.target, s.loc)]
         return [ir.TapePush(s.target, s.loc)]
 
     def _forward_call(self, e, p):
@@ -119,12 +136,7 @@ class Assembler:
                 ret = s
                 continue
             out.extend(self.fwd_stmt(s, path + (i,)))
-        for d in self.rec.plan(path).saved:
-            self._check_pointer_value(d.var, d.loc)
-            if d.var.type.is_array:
-                out.append(ir.TapeArray(d.var, _count(d.var.type), False))
-            else:
-                out.append(ir.TapePush(d.var))
+        out += self._scope_saves(path)
         if ret is not None and self.split:
             out.append(ir.Return(self._fwd_expr(ret.value, path + (len(b.stmts) - 1,))
                                  if ret.value is not None else None, ret.loc))
@@ -312,17 +324,16 @@ class Assembler:
     def _scope_saves(self, path) -> list:
         out = []
         for d in self.rec.plan(path).saved:
-            self._check_pointer_value(d.var, d.loc)
             if d.var.type.is_array:
                 out.append(ir.TapeArray(d.var, _count(d.var.type), False))
             else:
-                out.append(ir.TapePush(d.var))
+                out.append(self._push_value(d.var))
         return out
 
     # ------------------------------------------------------------------ reverse
     def _scope_restores(self, path, decls) -> list:
         plan = self.rec.plan(path)
-        out = []
+        out, rebuilt = [], []
         for d in reversed(plan.saved):
             v = d.var
             if v.uid in self.rv.facts.params:
@@ -330,8 +341,15 @@ class Assembler:
             elif v.type.is_array:
                 out.append(ir.Decl(replace(v, type=replace(v.type, const=False))))
                 out.append(ir.TapeArray(v, _count(v.type), True))
+            elif self._local_root(v) is not None:
+                # the offset now, the pointer once every saved local (its object too) exists
+                off = self.names.fresh("_off", ir.LONG)
+                out.append(ir.Decl(off, ir.TapePop(ir.LONG)))
+                rebuilt.append(ir.Decl(v, ir.Binary("+", self._start_of(self._local_root(v)),
+                                                    off, v.type)))
             else:
                 out.append(ir.Decl(v, ir.TapePop(v.type.value())))
+        out += rebuilt
         for d in plan.recomputed:
             out.append(replace(d, loc=d.loc))
         out.extend(self._adjoint_decls(decls))

@@ -99,6 +99,14 @@ class Reverse:
                             f.address_taken.add(("var", r.uid))
         mem_written: set = set()
         self._collect_block(self.fn.body, (), mem_written)
+        # a reassigned pointer into a local may be stored; the sweep rebuilds it from that local
+        # (at the end of the pointer's scope, where the sweep declares it)
+        for key in {k for _, k in f.uses if k[0] == "var" and k in f.assigned}:
+            v, r = self.al.vars.get(key[1]), self.al.roots.get(key[1])
+            if v is not None and r is not None and v.type.is_pointer and r.uid != v.uid and \
+                    r.uid not in f.params and r.uid > 0:
+                scope = f.scope_of.get(key, ())
+                f.uses.append((f.scopes.get(scope, scope + (10 ** 6,)), self.al.mem_key(r)))
         for v in self.al.vars.values():
             if v.type.is_memory:
                 k = ("mem", v.uid)
