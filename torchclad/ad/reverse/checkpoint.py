@@ -235,8 +235,6 @@ def plan(rv, s: ir.Loop, p: tuple) -> Plan:
             if v.type.is_array:
                 continue
             scalars.append(v)
-    for v in scalars:
-        _check_scalar(v, s)
     changed = var_writes | {k[1] for k in mem_writes if k[0] == "var"}
     for sec in sections:
         for e in (sec.start, sec.count):
@@ -273,12 +271,6 @@ def _split_items(text: str) -> list:
     if cur.strip():
         out.append(cur)
     return out
-
-
-def _check_scalar(v: ir.Var, s):
-    if v.type.is_pointer:
-        raise DiffError(s.loc, f"'#pragma torchclad checkpoint': the loop moves pointer "
-                               f"'{v.name}'; index from a fixed pointer instead")
 
 
 def _infer(rv, s, p, key, root) -> Section:
@@ -330,11 +322,11 @@ def describe(pl: Plan, where: str) -> str:
 
 
 # ---------------------------------------------------------------------- code
-def _snapshot(pl: Plan, pop: bool) -> list:
+def _snapshot(asm, pl: Plan, pop: bool) -> list:
     from .assemble import TAPE, _count, _spell
     out = []
     for v in pl.scalars:
-        out.append(ir.Assign("=", v, ir.TapePop(v.type.value())) if pop else ir.TapePush(v))
+        out.append(ir.Assign("=", v, asm._popped_value(v)) if pop else asm._push_value(v))
     for v in pl.arrays:
         out.append(ir.TapeArray(v, _count(v.type), pop))
     for sec in pl.sections:
@@ -390,7 +382,7 @@ def forward(asm, s: ir.Loop, p: tuple, pl: Plan) -> list:
     seg = asm.names.fresh("_cp_s", ir.LONG)
     end = asm.names.fresh("_cp_e", ir.LONG)
     inner = _segment_loop(canon, seg, end, _plain(s.body.stmts), False)
-    body = _snapshot(pl, False) + [
+    body = _snapshot(asm, pl, False) + [
         ir.Decl(end, ir.Cond(ir.Binary("<", ir.Binary("+", seg, k, ir.LONG), n, ir.BOOL),
                              ir.Binary("+", seg, k, ir.LONG), n, ir.LONG)),
         inner]
@@ -409,7 +401,7 @@ def reverse(asm, s: ir.Loop, p: tuple, pl: Plan) -> list:
     rev = _segment_loop(canon, seg, end, asm.rev_block(s.body, p + (1,)), True)
     last = ir.Binary("*", ir.Binary("/", ir.Binary("+", n, ir.Binary("-", k, ir.Const(
         "1", ir.LONG), ir.LONG), ir.LONG), k, ir.LONG), k, ir.LONG)
-    body = _snapshot(pl, True) + [
+    body = _snapshot(asm, pl, True) + [
         ir.Decl(end, ir.Cond(ir.Binary("<", ir.Binary("+", seg, k, ir.LONG), n, ir.BOOL),
                              ir.Binary("+", seg, k, ir.LONG), n, ir.LONG)),
         fwd, rev]
