@@ -18,8 +18,10 @@ For one case and one variant (g++ -O level × engine analyses on/off × combined
   4. compares the gradient with central finite differences of the primal in float64 — the primal is
      compiled on its own, from the kernel source alone — or with the case's exact expected gradient.
 
-`python tests/corpus_harness.py [--reference] [--failures-md PATH] [case ...]` runs cases outside
-pytest and prints the symptoms of every failing variant (--reference: only the corpus's self-check).
+`python tests/corpus_harness.py [--reference | --sanitize] [--failures-md PATH] [case ...]` runs cases outside
+pytest and prints the symptoms of every failing variant (--reference: only the corpus's self-check;
+--sanitize: every case built with ASan + UBSan, both paths run, sanitizer reports printed — see
+"sanitizers" below).
 """
 
 from __future__ import annotations
@@ -404,8 +406,10 @@ def _unit_errors(diags, text: str, lo: int, limit: int = 6) -> str:
 class Session:
     """Caches for one test session: signatures, inputs, derivatives, builds, FD, results."""
 
-    def __init__(self, workdir: Path | None = None, only: set[str] | None = None):
+    def __init__(self, workdir: Path | None = None, only: set[str] | None = None,
+                 cxxflags: tuple[str, ...] = ()):
         self.only = only  # case names a batch may build ahead (None: every case)
+        self.cxxflags = tuple(cxxflags)  # added to every g++ run (e.g. SANITIZE_FLAGS)
         keep = os.environ.get("TORCHCLAD_CORPUS_KEEP")
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="torchclad-corpus-"))
         if not keep and workdir is None:
@@ -514,9 +518,11 @@ class Session:
         src, so = self.dir / f"{tag}.cpp", self.dir / f"{tag}.so"
         src.write_text(text)
         argv = [CXX, "-std=c++17", "-shared", "-fPIC", opt, "-Wall", "-fvisibility=hidden",
-                f"-I{RUNTIME_INCLUDE}", str(src), "-o", str(so)]
+                *self.cxxflags, f"-I{RUNTIME_INCLUDE}", str(src), "-o", str(so)]
         t0 = time.perf_counter()
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        # g++ is not run with the sanitizer runtime preloaded (--sanitize re-executes us with it)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         self.compile_seconds += time.perf_counter() - t0
         self.compiles += 1
         return proc, src, so
@@ -863,10 +869,133 @@ def _in_child(fn: Callable[[], Any], what: str, timeout: float = CHILD_TIMEOUT) 
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         raise CorpusFailure("crash", f"{what}: killed by {signal.Signals(os.WTERMSIG(status)).name}")
+    if not chunks:  # e.g. a sanitizer's _exit(1), or generated code calling exit()
+        raise CorpusFailure("crash", f"{what}: exited with status {os.waitstatus_to_exitcode(status)} "
+                                     "without a result")
     kind, value = pickle.loads(b"".join(chunks))
     if kind == "err":
         raise value
     return value
+
+
+# ---- sanitizers ----------------------------------------------------------------------------------------
+#
+# `--sanitize` builds the cases with SANITIZE_FLAGS at SANITIZE_OPT and runs every built variant under
+# ASan + UBSan. The instrumented code is loaded into this uninstrumented Python, so ASan's runtime must
+# be the first library of the process: the command re-executes itself with LD_PRELOAD set
+# (sanitizer_env). Each run's forked child writes its stderr to a log of its own; any sanitizer report
+# in it fails the variant (with -fno-sanitize-recover=all and abort_on_error=1 the first report also
+# kills the child). numpy's buffers come from the intercepted malloc, so reads and writes past an
+# argument array hit a redzone. Leak checking is off: the interpreter itself "leaks" at exit, and the
+# children leave through os._exit (the tape's own leak checks are in tests/runtime).
+
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
+SANITIZE_OPT = "-O1"
+SANITIZER_REPORT = re.compile(r"runtime error:|ERROR: \w*Sanitizer|SUMMARY: \w*Sanitizer")
+_SANITIZED_MARK = "TORCHCLAD_CORPUS_SANITIZED"
+
+
+def sanitizer_runtime() -> str:
+    """The libasan.so of $CXX (what LD_PRELOAD needs)."""
+    out = subprocess.run([CXX, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(out) or not os.path.exists(out):
+        raise RuntimeError(f"{CXX} -print-file-name=libasan.so gave {out!r}: no ASan runtime installed")
+    return out
+
+
+def sanitizer_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process that loads sanitized code: libasan preloaded, reports fatal."""
+    env = dict(os.environ if base is None else base)
+    env["LD_PRELOAD"] = " ".join(x for x in (sanitizer_runtime(), env.get("LD_PRELOAD", "")) if x)
+    common = "abort_on_error=1:halt_on_error=1:print_summary=1:symbolize=1"
+    env["ASAN_OPTIONS"] = f"{common}:detect_leaks=0:detect_stack_use_after_return=1:check_initialization_order=1"
+    env["UBSAN_OPTIONS"] = f"{common}:print_stacktrace=1"
+    env[_SANITIZED_MARK] = "1"
+    return env
+
+
+def asan_loaded() -> bool:
+    """Is the ASan runtime mapped into this process (LD_PRELOAD took effect)?"""
+    try:
+        return "libasan" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def sanitized_child(fn: Callable[[], Any], what: str, log: Path, timeout: float = CHILD_TIMEOUT) -> tuple[str, Any]:
+    """Run fn in a forked child whose stderr goes to `log`: (sanitizer report or "", fn's result).
+
+    A report wins over the crash it caused; a crash without a report raises its CorpusFailure."""
+    def child():
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
+        return fn()
+
+    failure, result = None, None
+    try:
+        result = _in_child(child, what, timeout)
+    except CorpusFailure as e:
+        failure = e
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if SANITIZER_REPORT.search(text):
+        return text, None
+    if failure is not None:
+        if text.strip():
+            failure = CorpusFailure(failure.kind, f"{failure.message}\nstderr:\n{text[-3000:]}")
+        raise failure
+    return "", result
+
+
+def sanitizer_report(session: Session, case, analyses: bool, path: str) -> str:
+    """One variant of `case`, built with the session's flags (SANITIZE_FLAGS), run with its stderr
+    captured: the sanitizer's report, or "" when the run was clean. Raises CorpusFailure when the
+    variant cannot be built or crashes without a report."""
+    built = session.build(case, SANITIZE_OPT, analyses)
+    inp = session.inputs(case)
+    wrt = session.engine_wrt(case, analyses)
+    tag = f"{case.name}_{'an' if analyses else 'noan'}_{path}"
+    what = f"{case.name} {SANITIZE_OPT} analyses={'on' if analyses else 'off'} {path} (sanitized)"
+    report, _ = sanitized_child(lambda: _execute(built, inp, wrt, path), what, session.dir / f"{tag}.stderr")
+    return report
+
+
+def sanitize_main(chosen: list, argv: list[str], analyses_modes: tuple[bool, ...]) -> int:
+    """`--sanitize`: every chosen case, both paths, under ASan + UBSan; prints each report."""
+    if not asan_loaded():
+        if os.environ.get(_SANITIZED_MARK):
+            print("--sanitize: libasan is not loaded although LD_PRELOAD names it", file=sys.stderr)
+            return 2
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], sanitizer_env())
+    session = Session(only={c.name for c in chosen}, cxxflags=SANITIZE_FLAGS)
+    t0 = time.perf_counter()
+    clean, reports, errors, rejected = 0, [], [], []
+    for case in chosen:
+        for analyses in analyses_modes:
+            for path in PATHS:
+                tag = f"{case.name} {'an' if analyses else 'noan'} {path}"
+                try:
+                    report = sanitizer_report(session, case, analyses, path)
+                except CorpusFailure as e:
+                    if e.kind == "diff-error":  # the engine rejects the kernel: nothing to run
+                        rejected.append(tag)
+                    else:
+                        errors.append(tag)
+                        print(f"ERROR {tag}: {e}")
+                    continue
+                if report:
+                    reports.append(tag)
+                    lines = report.strip().splitlines()
+                    shown = "\n    ".join(lines[:80] + (["..."] if len(lines) > 80 else []))
+                    print(f"REPORT {tag}:\n    {shown}")
+                else:
+                    clean += 1
+    print(f"sanitized variants: {clean} clean, {len(reports)} with reports, {len(errors)} errors, "
+          f"{len(rejected)} rejected by the engine ({', '.join(rejected) or 'none'}); "
+          f"{session.compiles} compiles ({session.compile_seconds:.1f}s); flags {' '.join(SANITIZE_FLAGS)} "
+          f"{SANITIZE_OPT}; total {time.perf_counter() - t0:.1f}s")
+    return 1 if reports or errors else 0
 
 
 # ---- comparisons used by the tests ------------------------------------------------------------------------
@@ -978,11 +1107,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--opt", default=",".join(OPT_LEVELS))
     ap.add_argument("--keep", action="store_true", help="keep the build directory")
     ap.add_argument("--failures-md", metavar="PATH", help="also write the failing cases' symptoms as markdown")
+    ap.add_argument("--sanitize", action="store_true",
+                    help=f"run every case's derivative built with {' '.join(SANITIZE_FLAGS)} {SANITIZE_OPT} "
+                         "(pullback and split) and report what ASan / UBSan find")
+    ap.add_argument("--both-analyses", action="store_true", help="with --sanitize: analyses on and off (default: on)")
     args = ap.parse_args(argv)
     if args.keep:
         os.environ["TORCHCLAD_CORPUS_KEEP"] = "1"
     sys.path.insert(0, str(REPO))
     chosen = [CASES_BY_NAME[n] for n in args.cases] if args.cases else CASES
+    if args.sanitize:
+        return sanitize_main(chosen, argv, (True, False) if args.both_analyses else (True,))
     session = Session(only={c.name for c in chosen})
     opts = [o if o.startswith("-") else "-" + o for o in args.opt.split(",")]
     t0 = time.perf_counter()

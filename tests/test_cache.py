@@ -12,6 +12,7 @@ import io
 import json
 import multiprocessing as mp
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -365,3 +366,72 @@ def test_lock_timeout_is_a_clear_error(tmp_path):
         assert time.monotonic() - t0 < 5
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags and compiler names with shell metacharacters: the compiler runs from an argv list, never
+# through a shell, so such text reaches it verbatim (or names a program that does not exist)
+
+
+def _recording_compiler(tmp_path):
+    """A g++ wrapper that writes its argv (NUL-separated) to ``argv.bin``, then runs g++."""
+    record = tmp_path / "argv.bin"
+    wrapper = tmp_path / "recording-g++"
+    wrapper.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" != "--version" ]; then printf '%s\\0' "$@" > "{record}"; fi
+        exec g++ "$@"
+    """))
+    wrapper.chmod(0o755)
+    return wrapper, record
+
+
+def _metachar_flags(canary: Path) -> list[str]:
+    return [
+        f"-DTC_SEMI=1; touch {canary}.semi; rm -rf {canary}.dir",
+        f"-DTC_SUBST=$(touch {canary}.subst)",
+        f"-DTC_BACKTICK=`touch {canary}.tick`",
+        f"-DTC_PIPE=1|touch {canary}.pipe",
+        f"-DTC_AND=1 && touch {canary}.and",
+        f"-DTC_REDIRECT=1>{canary}.redirect",
+        "-DTC_QUOTES='\"$HOME\"'",
+    ]
+
+
+def test_flags_with_shell_metacharacters_reach_the_compiler_verbatim(tmp_path, monkeypatch):
+    wrapper, record = _recording_compiler(tmp_path)
+    monkeypatch.setenv("CXX", str(wrapper))
+    canary = tmp_path / "canary"
+    (tmp_path / "canary.dir").mkdir()
+    flags = _metachar_flags(canary)
+    include = f"{tmp_path}/inc; touch {canary}.inc"
+    m = load(tiny(), cache_dir=tmp_path / "cache", extra_cflags=[*FLAGS, *flags],
+             extra_include_dirs=[include])
+    assert m.sq_f64(3.0) == 9.0
+    argv = record.read_bytes().split(b"\0")[:-1]
+    for flag in flags:
+        assert argv.count(flag.encode()) == 1, flag  # one argument, unchanged
+    assert f"-I{include}".encode() in argv
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("canary")) == ["canary.dir"]
+    log = (Path(m.__torchclad_source__).parent / "build.log").read_text()
+    assert "$(touch" in log and "`touch" in log  # the log shows the argv, shell-quoted
+
+
+def test_metacharacters_naming_an_input_file_fail_the_build_without_running_anything(tmp_path):
+    canary = tmp_path / "canary"
+    bad = [f"$(touch {canary}.subst)", f"`touch {canary}.tick`", f";touch {canary}.semi"]
+    for flag in bad:
+        with pytest.raises(BuildError) as err:
+            load(tiny(), cache_dir=tmp_path / "cache", extra_cflags=[*FLAGS, flag])
+        assert shlex.quote(flag) in str(err.value)  # the command line shown, shell-quoted
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("canary")]
+
+
+@pytest.mark.parametrize("cxx", ["g++; touch {canary}", "$(touch {canary}) g++", "`touch {canary}`",
+                                 "g++ && touch {canary}"])
+def test_compiler_variable_with_shell_metacharacters_is_not_run_by_a_shell(tmp_path, monkeypatch, cxx):
+    canary = tmp_path / "canary"
+    monkeypatch.setenv("CXX", cxx.format(canary=canary))
+    with pytest.raises(BuildError, match="cannot run the C\\+\\+ compiler|exited with status"):
+        load(tiny(), cache_dir=tmp_path / "cache", extra_cflags=FLAGS)
+    assert not canary.exists()
