@@ -3,14 +3,18 @@
 At install time the engine (``torchclad.ad``, imported from this source tree) generates the
 derivative code of every kernel registered in ``torchclad/kernels.py`` (sources in
 ``csrc/kernels/``) into ``torchclad/_generated/`` (kept for reading, not committed), and
-pybind11 compiles kernels, generated pullbacks and glue into one extension, ``torchclad._C``.
-Importing an installed torchclad compiles nothing.
+pybind11 compiles kernels, generated pullbacks and glue into one extension, ``torchclad._C``,
+and the same sources again into CPU-specific ones, ``torchclad._C_avx2`` / ``_C_avx512``
+(``torchclad/build/isa.py``: runtime dispatch instead of ``-march=native``; set
+``TORCHCLAD_ISA_VARIANTS=`` for a quicker baseline-only build). Importing an installed
+torchclad compiles nothing.
 
     pip install --no-build-isolation -e .      # what `make install` runs
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -41,9 +45,19 @@ def _tree_package():
     import torchclad.ad as ad
     import torchclad.build.aot as aot
     import torchclad.build.compiler as compiler
+    import torchclad.build.isa as isa
     import torchclad.kernels as kernels
 
-    return types.SimpleNamespace(ad=ad, aot=aot, compiler=compiler, kernels=kernels)
+    return types.SimpleNamespace(ad=ad, aot=aot, compiler=compiler, isa=isa, kernels=kernels)
+
+
+def _isa_module():
+    """torchclad/build/isa.py on its own (it imports nothing of the package)."""
+    spec = importlib.util.spec_from_file_location("_torchclad_build_isa",
+                                                  ROOT / "torchclad" / "build" / "isa.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 class build_ext(_pybind11_build_ext):
@@ -63,6 +77,14 @@ class build_ext(_pybind11_build_ext):
             sys.exit(f"torchclad build: {RUNTIME / 'torchclad' / 'runtime.h'} is missing")
         print(f"torchclad: generating derivatives of {len(tc.kernels.KERNELS)} kernel(s) "
               f"into {GENERATED.relative_to(ROOT)}/", flush=True)
+        cxx = tc.compiler.compiler()
+        variants = [v for v in (e.torchclad_isa for e in self.extensions) if v != "default"]
+        dropped = [v for v in variants if not tc.isa.supported(cxx, v)]
+        for v in dropped:
+            print(f"torchclad build: the compiler does not take the {v} flags "
+                  f"({' '.join(tc.isa.VARIANTS[v])}); not building torchclad._C_{v}", flush=True)
+        self.extensions = [e for e in self.extensions if e.torchclad_isa not in dropped]
+        variants = [v for v in variants if v not in dropped]
         out = tc.aot.generate(
             GENERATED,
             tc.kernels.KERNELS,
@@ -70,18 +92,38 @@ class build_ext(_pybind11_build_ext):
             differentiate=tc.ad.differentiate,
             relative_to=ROOT,
             read_source=lambda spec: tc.kernels.unit_source(spec, ROOT / "csrc"),
+            variants=variants,
         )
+        # vector libm (glibc libmvec) for the kernels, when the C library has it (isa.py)
+        vecmath = tc.isa.vecmath_functions(cxx)
+        header = GENERATED / "torchclad_vecmath.h"
+        text = tc.isa.vecmath_header(vecmath)
+        if not header.is_file() or header.read_text() != text:
+            header.write_text(text)
+        vec_cflags = [*tc.isa.VECMATH_CFLAGS, "-include", str(header)] if vecmath else []
+        if tc.isa.accepted(cxx, tc.isa.KERNEL_CFLAGS):
+            vec_cflags += list(tc.isa.KERNEL_CFLAGS)
+        vec_libs = list(tc.isa.VECMATH_LIBS) if vecmath else []
+        print(f"torchclad build: vector math (libmvec) for {', '.join(vecmath) or 'nothing'}; "
+              f"CPU-specific builds: {', '.join(variants) or 'none'}", flush=True)
         # KernelSpec.libraries, e.g. "torch_cpu" (BLAS for matmul): -L, -l and an rpath.
         link = [tc.compiler.external_library(name)
                 for name in sorted({n for s in tc.kernels.KERNELS for n in s.libraries})]
         for ext in self.extensions:
-            ext.sources = [os.path.relpath(p, ROOT) for p in out.sources]
+            isa = ext.torchclad_isa
+            srcs = out.sources if isa == "default" else out.variant_sources[isa]
+            ext.sources = [os.path.relpath(p, ROOT) for p in srcs]
             ext.include_dirs = [str(RUNTIME), *ext.include_dirs]
-            ext.depends = [os.path.relpath(p, ROOT) for p in (*out.units, *RUNTIME.rglob("*.h"))]
+            ext.depends = [os.path.relpath(p, ROOT)
+                           for p in (*out.units, *out.sources, header, *RUNTIME.rglob("*.h"))]
             # pybind11 already set -std=c++17 -fvisibility=hidden -g0; add ours (same as the JIT)
             ext.extra_compile_args += [f for f in tc.compiler.CXXFLAGS if f not in ext.extra_compile_args]
+            ext.extra_compile_args += vec_cflags
+            if isa != "default":
+                ext.extra_compile_args += list(tc.isa.VARIANTS[isa])
             ext.extra_link_args += [f for f in tc.compiler.LDFLAGS if f not in ("-shared", *ext.extra_link_args)]
             ext.libraries += [lib for lib in tc.compiler.LIBRARIES if lib not in ext.libraries]
+            ext.libraries += vec_libs
             for d, lib in link:
                 ext.library_dirs.append(d)
                 ext.runtime_library_dirs.append(d)
@@ -95,13 +137,15 @@ class build_ext(_pybind11_build_ext):
 
 ext_modules = []
 if HAVE_ENGINE:
-    ext_modules.append(
-        Pybind11Extension(
-            "torchclad._C",
-            sources=[os.path.join("torchclad", "_generated", "_C_module.cpp")],  # set by build_ext
+    for _isa in ["default", *_isa_module().requested_variants()]:
+        _name = "_C" if _isa == "default" else f"_C_{_isa}"
+        _ext = Pybind11Extension(
+            f"torchclad.{_name}",
+            sources=[os.path.join("torchclad", "_generated", f"{_name}_module.cpp")],  # set by build_ext
             cxx_std=17,
         )
-    )
+        _ext.torchclad_isa = _isa
+        ext_modules.append(_ext)
 else:
     print("torchclad build: WARNING: torchclad/ad/__init__.py is missing (engine not in this "
           "tree); building without torchclad._C", file=sys.stderr)

@@ -9,8 +9,10 @@ cross-entropy) this builds ONE program from
   (benchmark oracle only, never imported by the package),
 * ``benchmarks/reverse/<kernel>_main.cpp`` + ``reverse/harness.h`` (the timing loop),
 
-compiled with the package's flags (``-O3 -std=c++17 -fno-fast-math -fopenmp``; no
-``-march=native``). The program first checks the hand-written adjoints against the generated
+compiled with the flags of the installed built-in kernels as they run on this CPU
+(``benchlib.kernel_build_flags``: the package's ``-O3 -std=c++17 -fno-fast-math -fopenmp``, the
+libmvec declarations, the alias-check limit and the CPU-specific flags of the build the loader
+picks, e.g. AVX-512; no ``-march=native``). The program first checks the hand-written adjoints against the generated
 ones (relative 1e-5; cross-entropy also against a float64 reference) and refuses to time an
 oracle that disagrees; then it times, interleaved round by round: the forward kernel, the
 hand-written backward (after that forward), the augmented forward ``reverse_forw`` (fresh tape)
@@ -104,8 +106,10 @@ def build(case: RevCase, tu: Path, out_dir: Path) -> tuple[Path, float]:
         f'#include "oracles/{case.kernel}_backward.cpp"\n'
         f'#include "reverse/{case.kernel}_main.cpp"\n')
     exe = out_dir / f"{case.kernel}_bench"
-    cmd = [*bl.cxx(), *bl.PACKAGE_CXXFLAGS, f"-I{bl.HERE}", f"-I{bl.ROOT / 'csrc' / 'runtime'}",
-           *(f"-D{k}={v}" for k, v in case.defines.items()), str(prog), "-o", str(exe)]
+    flags, libs, _ = bl.kernel_build_flags()
+    cmd = [*bl.cxx(), *flags, f"-I{bl.HERE}", f"-I{bl.ROOT / 'csrc' / 'runtime'}",
+           *(f"-D{k}={v}" for k, v in case.defines.items()), str(prog), "-o", str(exe),
+           *(f"-l{lib}" for lib in libs)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -196,7 +200,9 @@ def run_all(kernels: list[str] | None = None, quick: bool = False, keep: Path | 
         rows = [run_case(c, out_dir, rounds, min_seconds) for c in cases]
     payload = {
         "machine": machine,
-        "method": ("one C++ program per kernel, package flags " + " ".join(bl.PACKAGE_CXXFLAGS)
+        "cxxflags": bl.kernel_build_flags()[2],
+        "method": ("one C++ program per kernel, flags of the installed kernels: "
+                   + bl.kernel_build_flags()[2]
                    + f"; OMP_NUM_THREADS=1; {rounds}+ interleaved rounds (>= {min_seconds} s of "
                    "sweeps) after 2 warm-up rounds; fresh tape per round; per-call process CPU "
                    "time (wall time kept as wall_times); min_ratios = ratios of minima (headline), "

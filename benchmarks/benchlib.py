@@ -45,6 +45,35 @@ SCHEMA = 2
 PACKAGE_CXXFLAGS = ("-O3", "-std=c++17", "-fno-fast-math", "-fopenmp")
 
 
+def kernel_build_flags() -> tuple[list[str], list[str], str]:
+    """``(cxxflags, libraries, label)`` of the built-in kernels as installed and as they run on
+    this CPU: the package flags, plus what setup.py adds for them (torchclad/build/isa.py: the
+    libmvec declarations when the install generated them, the alias-check limit, and the
+    CPU-specific build the loader picks here). The C++ benchmarks compile their programs with
+    these, so that they time the code the modules run."""
+    flags, libs = list(PACKAGE_CXXFLAGS), []
+    label = " ".join(PACKAGE_CXXFLAGS)
+    try:
+        sys.path.insert(0, str(ROOT))
+        from torchclad.build import isa
+    except ImportError:
+        return flags, libs, label
+    header = ROOT / "torchclad" / "_generated" / "torchclad_vecmath.h"
+    if header.is_file() and "TORCHCLAD_VECMATH_SIMD" in header.read_text().split("extern", 1)[-1]:
+        flags += [*isa.VECMATH_CFLAGS, "-include", str(header)]
+        libs += list(isa.VECMATH_LIBS)
+        label += " " + " ".join(isa.VECMATH_CFLAGS) + " -include torchclad_vecmath.h (libmvec)"
+    flags += list(isa.KERNEL_CFLAGS)
+    label += " " + " ".join(isa.KERNEL_CFLAGS)
+    built = [v for v in isa.VARIANTS
+             if any((ROOT / "torchclad").glob(f"_C_{v}.*"))]
+    best = isa.select(built)[0]
+    if best != "default":
+        flags += list(isa.VARIANTS[best])
+        label += " " + " ".join(isa.VARIANTS[best])
+    return flags, libs, label
+
+
 def stats(samples: Sequence[float]) -> dict[str, float]:
     """min / median / p10 / p90 / mean of ``samples`` (seconds), and their count."""
     s = sorted(float(x) for x in samples)

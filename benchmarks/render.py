@@ -219,15 +219,16 @@ def markdown(data: dict[str, Any] | None = None) -> str:
             "One C++ program per kernel (`benchmarks/bench_reverse.py`): the engine's translation "
             "unit of the `csrc/kernels/` kernel plus a hand-written llm.c-style backward "
             "(`benchmarks/oracles/`, checked against the generated gradient to 1e-5 relative in "
-            "the program), package flags `-O3 -std=c++17 -fno-fast-math -fopenmp`, "
+            "the program), compiled with the flags of the installed built-in kernels as they "
+            "run on this CPU (`"
+            + sec.get("cxxflags", "-O3 -std=c++17 -fno-fast-math -fopenmp") + "`), "
             "`OMP_NUM_THREADS=1` (per core), per-call CPU time, the four calls interleaved "
             "round by round. *sweep / hand* is the AD overhead (target ≤ "
             f"{sec.get('target_sweep_over_hand', 1.3)}×), here the ratio of the minima (the "
             "uncontended cost of each single-threaded call); the median of the per-round "
-            "ratios is beside it as a check. Where the two differ (cross-entropy), the "
-            "hand-written loop's time is bimodal between rounds (≈21 / ≈37 ms): the 2 vCPUs "
-            "share host cores with other work, and throughput-bound code (independent `expf` "
-            "calls) loses more to a busy neighbour than the latency-bound generated loop. "
+            "ratios is beside it as a check (where the two differ, one of the calls' times was "
+            "bimodal between rounds: the 2 vCPUs share host cores with other work). The "
+            "hand-written backwards are plain llm.c-style loops, compiled with the same flags. "
             "*reverse_forw / fwd* is the cost of recording the tape in the forward.", "",
             reverse_table(sec), "", f"<sub>{_machine_line(sec.get('machine'))}</sub>", ""]
     else:

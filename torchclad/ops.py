@@ -28,6 +28,19 @@ How the op is put together (split mode, DESIGN.md):
 - With grad mode on inside the op (the dispatcher's no-autograd path) or under
   ``torch.inference_mode()``, the plain forward ``f`` runs and nothing is recorded.
 - Double backward raises: the backward op's own autograd formula refuses it.
+- Calling the :class:`KernelOp` itself (what the ``torchclad.nn`` modules do) is the same op
+  with a fast lane for plain eager autograd: there, the forward goes straight to a
+  ``torch.autograd.Function`` running the same ``_run_forward`` / sweep code, the record held by
+  the autograd node instead of the output's storage (the dispatcher round trip of a Python
+  custom op costs about as much as a small kernel). Anything else -- ``torch.compile``, a
+  dispatch mode (fake tensors, opcheck, FX), tensor subclasses, functorch transforms, tracing --
+  takes the custom op. Without grad (no input requires it, or grad mode off) the lane runs the
+  plain forward and records nothing.
+- The sweep's copies are only what it needs: a reverse sweep that never restores memory from
+  the tape (``torchclad.build.signature.sweep_restores``, the case of every built-in kernel)
+  leaves the forward's outputs alone, so they are not copied around it; ``zero_outputs=False``
+  (built-in kernels, which write every element of their outputs) allocates outputs without
+  zero-filling them.
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from torchclad._kernel import BASE_DTYPE, SCALAR_OF_DTYPE, Kernel
+from torchclad.build.signature import sweep_restores
 
 __all__ = ["function", "KernelOp", "kernel_op", "make_op"]
 
@@ -94,17 +108,22 @@ def make_op(
     inputs: Sequence[str],
     outputs: Mapping[str, Callable[..., Any]],
     sizes: Mapping[str, Callable[..., Any]] | None = None,
+    zero_outputs: bool = True,
 ) -> "KernelOp":
-    """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before."""
+    """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before.
+
+    ``zero_outputs=False``: the kernel writes every element of each output (so they need not be
+    zero-filled before it runs)."""
     with _ops_lock:
         base, n = opname, 1
         while opname in _ops:
             old = _ops[opname]
-            if old.same_spec(kernel, inputs, outputs, sizes or {}):
+            if old.same_spec(kernel, inputs, outputs, sizes or {}) and old.zero_outputs == zero_outputs:
                 return old
             n += 1
             opname = f"{base}_{n}"
-        op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {})
+        op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {},
+                      zero_outputs=zero_outputs)
         _ops[opname] = op
         return op
 
@@ -141,13 +160,19 @@ class _Record:
 class KernelOp:
     """A kernel bound as ``torchclad::<opname>`` (forward) + ``<opname>_backward``."""
 
-    def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes):
+    def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes,
+                 zero_outputs: bool = True):
         self.k = k = kernel
         self.opname = opname
         self.inputs = tuple(inputs)
         self.outputs = dict(outputs)
         self.sizes = dict(sizes)
+        self.zero_outputs = bool(zero_outputs)
         self._check_spec()
+        # May the reverse sweep write the forward's memory (restore from the tape)? A built-in
+        # kernel's signature says (recorded at build time); a Derivative is checked here.
+        restores = getattr(k.sig, "restores", None)
+        self._sweep_restores = (sweep_restores(k.sig) if restores is None else bool(restores))
         self.out_names = tuple(self.outputs)
         self.has_ret = k.ret is not None
         self.n_out = len(self.out_names) + self.has_ret
@@ -164,7 +189,17 @@ class KernelOp:
             s: tuple(k.dtype_of(k.by_name[n], s) for n in self.inputs)
             for s in (k.scalars() if k.template else (self._default_scalar,))}
         self._out_arg_index = tuple(k.params.index(k.by_name[n]) for n in self.out_names)
+        self._diff_in_names = frozenset(self.inputs[i] for i in self.diff_in)
+        self._in_copy = tuple(not (k.by_name[n].const and n not in self.outputs)
+                              for n in self.inputs)
+        self._out_dtypes = {s: tuple(k.dtype_of(k.by_name[n], s) for n in self.out_names)
+                            for s in self._expected_dtypes}
+        self._arg_plan = tuple(
+            (True, p.name, None, None) if p.pointer
+            else (False, p.name, self.sizes[p.name], self._converter(p)) for p in k.params)
+        self._scratch = _Scratch()
         self._define()
+        self._function = self._make_function()
 
     def same_spec(self, kernel, inputs, outputs, sizes) -> bool:
         return (kernel.sig == self.k.sig and tuple(inputs) == self.inputs
@@ -229,7 +264,7 @@ class KernelOp:
             scalar = (SCALAR_OF_DTYPE.get(ins[first].dtype) if first is not None
                       else self._default_scalar)
             expect = self._expected_dtypes.get(scalar)
-            if expect is not None and all(t.dtype == d and t.device.type == "cpu"
+            if expect is not None and all(t.dtype == d and t.is_cpu
                                           for t, d in zip(ins, expect)):
                 return scalar
         except AttributeError:
@@ -265,24 +300,23 @@ class KernelOp:
         k = self.k
         scalar = self._scalar(ins)
         bufs: dict[str, torch.Tensor] = {}
-        for n, t in zip(self.inputs, ins):
+        for n, t, copy in zip(self.inputs, ins, self._in_copy):
             t = t.detach()
-            if k.by_name[n].const and n not in self.outputs:
-                bufs[n] = t.contiguous()
-            else:  # the kernel may write it: work on a copy
-                bufs[n] = t.clone(memory_format=torch.contiguous_format)
-        for n in self.out_names:
+            # a const input is read in place; one the kernel may write is worked on as a copy
+            bufs[n] = t.clone(memory_format=torch.contiguous_format) if copy else t.contiguous()
+        alloc = torch.zeros if self.zero_outputs else torch.empty
+        for n, dtype in zip(self.out_names, self._out_dtypes[scalar]):
             if n not in bufs:
-                bufs[n] = torch.zeros(self._shape(n, ins), dtype=self._output_dtype(n, scalar))
+                bufs[n] = alloc(self._shape(n, ins), dtype=dtype)
         args = []
-        for p in k.params:
-            if p.pointer:
-                args.append(bufs[p.name].data_ptr())
+        for pointer, name, fn, conv in self._arg_plan:
+            if pointer:
+                args.append(bufs[name].data_ptr())
             else:
-                v = self.sizes[p.name](*ins)
+                v = fn(*ins)
                 if isinstance(v, torch.Tensor):
                     v = v.item()
-                args.append(self._scalar_arg(p, v))
+                args.append(conv(v))
         rec = None
         if record:
             tape = k.new_tape()
@@ -295,23 +329,27 @@ class KernelOp:
             outs.append(torch.tensor(ret, dtype=k.dtype_of(k.ret, scalar)))
         return outs, rec
 
-    def _scalar_arg(self, p: Any, v: Any):
+    def _converter(self, p: Any) -> Callable[[Any], Any]:
+        """The Python value a scalar parameter is passed as (an int checked against its type)."""
         k = self.k
         if k.is_float(p):
-            return float(v)
+            return float
         if p.base == "bool":
-            return bool(v)
-        v = int(v)
+            return bool
         info = torch.iinfo(BASE_DTYPE[p.base])
         lo, hi = info.min, info.max
         if "unsigned" in p.base or "uint" in p.base or "size_t" in p.base:
             lo, hi = 0, 2 * hi + 1
-        if not lo <= v <= hi:
-            raise ValueError(
-                f"{k.name}: sizes[{p.name!r}] = {v} does not fit the parameter's type {p.base} "
-                f"([{lo}, {hi}])"
-            )
-        return v
+
+        def conv(v):
+            v = int(v)
+            if not lo <= v <= hi:
+                raise ValueError(
+                    f"{k.name}: sizes[{p.name!r}] = {v} does not fit the parameter's type "
+                    f"{p.base} ([{lo}, {hi}])"
+                )
+            return v
+        return conv
 
     def _impl(self, *ins):
         # Inside the autograd formula's forward grad mode is off; grad mode on here means the
@@ -328,13 +366,20 @@ class KernelOp:
     # ---- the backward
 
     def _backward_impl(self, *args):
-        k = self.k
         n_in, n_out = len(self.inputs), self.n_out
         ins, outs, grads = args[:n_in], args[n_in:n_in + n_out], args[n_in + n_out:]
         storage = outs[0].untyped_storage()
         rec = getattr(storage, _RECORD_ATTR, None)
         if rec is not None:
             delattr(storage, _RECORD_ATTR)  # one sweep consumes a tape
+        return self._sweep(ins, outs, grads, rec)
+
+    def _sweep(self, ins, outs, grads, rec):
+        """Input grads from ``grads`` (one per differentiable output, then the return value's),
+        by the reverse sweep on the tape of ``rec`` (consumed) -- or, when there is no record or
+        it is not the one of these outputs, on the tape of a fresh ``reverse_forw``."""
+        k = self.k
+        if rec is not None:
             out_bufs = dict(zip(self.out_names, outs))
             if any(rec.args[i] != b.data_ptr() for i, b in zip(self._out_arg_index, outs)):
                 rec = None  # not the buffers the forward wrote: recompute below
@@ -342,16 +387,33 @@ class KernelOp:
         if rec is not None:
             bufs = {**rec.bufs, **out_bufs}
             # The sweep may restore overwritten memory, outputs included, and must run on the
-            # very buffers the forward used; those are the caller's tensors: keep their values.
-            kept = [(b, b.clone()) for b in out_bufs.values()]
+            # very buffers the forward used; those are the caller's tensors: keep their values
+            # (unless the sweep never restores anything).
+            if self._sweep_restores:
+                kept = [(b, b.clone()) for b in out_bufs.values()]
         else:
             _, rec = self._run_forward(ins, record=True)
             bufs = rec.bufs
         scalar = rec.scalar
+        # Seeds: copies of the incoming grads (the sweep zeroes what it reads), in scratch buffers
+        # reused from call to call -- unless the seed is also an input's gradient (an output
+        # that is an input too), which is handed out. A grad that is None seeds zeros.
         seeds: dict[str, torch.Tensor] = {}
+        scratch: list[torch.Tensor] = []
         for i, g in zip(self.diff_out, grads):
             n = self.out_names[i]
-            seeds[n] = g.to(self._output_dtype(n, scalar)).clone(memory_format=torch.contiguous_format)
+            if n in self._diff_in_names:
+                seeds[n] = (torch.zeros_like(outs[i]) if g is None else
+                            g.to(self._output_dtype(n, scalar)).clone(
+                                memory_format=torch.contiguous_format))
+                continue
+            buf = self._scratch.take(outs[i].shape, self._output_dtype(n, scalar))
+            if g is None:
+                buf.zero_()
+            else:
+                buf.copy_(g)
+            seeds[n] = buf
+            scratch.append(buf)
         seed_ret = grads[-1].item() if self.ret_diff else None
         adjoints: list[torch.Tensor] = []
         for w in k.adjoints:
@@ -367,6 +429,8 @@ class KernelOp:
             call.append(seed_ret if seed_ret is not None else 0)
         call += [a.data_ptr() for a in adjoints]
         k.binding("reverse_sweep", scalar)(*call, rec.tape)
+        for buf in scratch:
+            self._scratch.give(buf)
         for buf, values in kept:
             # A raw copy back: net unchanged, and the version counter (checked by autograd for
             # saved tensors) is not bumped.
@@ -431,6 +495,57 @@ class KernelOp:
             full[i] = g
         return full[0] if n_in == 1 else tuple(full)
 
+    # ---- the eager fast lane (see the module docstring)
+
+    def __call__(self, *ins):
+        """``self.op(*ins)``, by the fast lane when that is plain eager autograd."""
+        if torch.compiler.is_compiling() or not _plain_call(ins):
+            return self.op(*ins)
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in ins)):
+            outs, _ = self._run_forward(ins, record=False)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._function.apply(*ins)
+
+    def _make_function(self):
+        kop = self
+        n_in = len(self.inputs)
+        floating = (torch.float32, torch.float64)
+
+        class Function(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *ins):
+                outs, rec = kop._run_forward(ins, record=True)
+                ctx.set_materialize_grads(False)  # a grad that is None seeds zeros in _sweep
+                ctx.torchclad_record = rec
+                ctx.save_for_backward(*ins, *outs)
+                frozen = [o for o in outs if o.dtype not in floating]
+                if frozen:
+                    ctx.mark_non_differentiable(*frozen)
+                return outs[0] if len(outs) == 1 else tuple(outs)
+
+            @staticmethod
+            def backward(ctx, *grads):
+                saved = ctx.saved_tensors
+                ins, outs = saved[:n_in], saved[n_in:]
+                gs = [grads[i] for i in kop.diff_out]
+                if kop.ret_diff:
+                    gs.append(grads[-1] if grads[-1] is not None else torch.zeros_like(outs[-1]))
+                rec, ctx.torchclad_record = ctx.torchclad_record, None  # one sweep per tape
+                if torch.is_grad_enabled():  # create_graph=True: the op that refuses to go on
+                    gs = [g if g is not None else torch.zeros_like(outs[i])
+                          for i, g in zip(kop.diff_out, gs)] + gs[len(kop.diff_out):]
+                    res = kop.backward_op(*ins, *outs, *gs)
+                else:
+                    res = kop._sweep(ins, outs, gs, rec)
+                res = res if isinstance(res, tuple) else (res,)
+                full: list[Any] = [None] * n_in
+                for i, g in zip(kop.diff_in, res):
+                    full[i] = g
+                return tuple(full)
+
+        Function.__name__ = Function.__qualname__ = f"torchclad_{self.opname}"
+        return Function
+
     def __repr__(self) -> str:
         return f"<torchclad op {_NAMESPACE}::{self.opname} ({self.k.name})>"
 
@@ -445,6 +560,52 @@ def _plain_eager(*groups) -> bool:
     if torch.compiler.is_compiling():
         return False
     return all(type(t) in _PLAIN for g in groups for t in g)
+
+
+class _Scratch:
+    """Reusable seed buffers of one op's reverse sweeps: a few per (shape, dtype), most recently
+    used kept. A sweep zeroes its seeds as it reads them, so they are scratch once it returns;
+    reusing them spares an allocation (and, for large ones, the page faults of fresh memory:
+    glibc returns freed heap tops to the OS) per backward."""
+
+    _PER_KEY = 2
+    _KEYS = 4
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free: dict[tuple, list[torch.Tensor]] = {}
+
+    def take(self, shape, dtype) -> torch.Tensor:
+        key = (tuple(shape), dtype)
+        with self.lock:
+            free = self.free.pop(key, None)
+            if free:
+                buf = free.pop()
+                self.free[key] = free  # most recently used last
+                return buf
+            if free is not None:
+                self.free[key] = free
+        return torch.empty(key[0], dtype=dtype)
+
+    def give(self, buf: torch.Tensor) -> None:
+        key = (tuple(buf.shape), buf.dtype)
+        with self.lock:
+            free = self.free.pop(key, [])
+            if len(free) < self._PER_KEY:
+                free.append(buf)
+            self.free[key] = free
+            while len(self.free) > self._KEYS:
+                del self.free[next(iter(self.free))]
+
+
+def _plain_call(ins) -> bool:
+    """A call the fast lane may take: ordinary CPU tensors, no dispatch mode, no functorch
+    transform, no tracing (the checks of the op itself -- dtypes, shapes -- still run)."""
+    if _current_dispatch_mode() is not None or torch._C._are_functorch_transforms_active():
+        return False
+    if torch.jit.is_tracing():
+        return False
+    return all(type(t) in _PLAIN for t in ins)
 
 
 def _no_context(ctx, inputs, output) -> None:

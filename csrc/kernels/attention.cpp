@@ -19,7 +19,24 @@
 // preatt and att are marked TORCHCLAD_WRITE_ONCE (each element written once per call, read only
 // after): the engine cannot prove by itself that rows written for different (b, h, t) never
 // overlap, and would otherwise tape every element it writes (docs/ENGINE_REQUESTS.md nn-4).
-// With the mark the tape holds three values per row: its argmax, max and sum.
+// With the mark the tape holds two values per row, its max and its sum of exps, and one per
+// (t, s) pair (the probability read into a local for the weighted sum, below).
+//
+// Written for the engine and the vectoriser (the generated reverse sweep runs in backward):
+// - Each score q . k is summed in 16 lanes over the head's channels (lane j sees channels j,
+//   16 + j, ...; the last hs % 16 after them), then the lanes: vectorisable, one fixed order.
+// - The softmax shift is torchclad::detach(row max) (a stop-gradient, exact in value): the
+//   reverse sweep carries no derivative through it (with the max itself it would: zero in exact
+//   arithmetic, computed as a serial reduction over the row). Exact matters: exp(max - shift)
+//   is exactly 1, so a saturated row (one probability 1, the rest 0) gets an exactly zero
+//   gradient, as with torch (a shift of floor(max) would leave a rounding error there that large
+//   scores amplify). The row's sum of exps runs in 32 lanes (their exps vectorise too).
+// - The weighted sum reads each probability into a local first: its adjoint, a dot product over
+//   the head's channels, is then accumulated in a register. (The engine does that by itself for
+//   the layer kernel, but not for this kernel called from the fused GPT-2, whose arguments all
+//   point into one arena; there the accumulation went through memory, 4x slower. The local
+//   costs one taped value per (t, s) pair.)
+#include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
 template <typename T>
@@ -27,6 +44,7 @@ void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRIT
                        const T* inp, int B, int Tn, int C, int NH) {
     int hs = C / NH;
     int C3 = 3 * C;
+    int hb = hs / 16;  // full 16-lane blocks of a head's channels
     T scale = T(1) / std::sqrt(T(hs));
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -39,26 +57,42 @@ void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRIT
                 int smax = 0;
                 for (int s = 0; s <= t; s++) {
                     const T* k = inp + (b * Tn + s) * C3 + C + h * hs;
+                    T acc[16];
+                    for (int j = 0; j < 16; j++) acc[j] = T(0);
+                    for (int kb = 0; kb < hb; kb++) {
+                        for (int j = 0; j < 16; j++) acc[j] += q[kb * 16 + j] * k[kb * 16 + j];
+                    }
                     T dot = 0;
-                    for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+                    for (int i = hb * 16; i < hs; i++) dot += q[i] * k[i];
+                    for (int j = 0; j < 16; j++) dot += acc[j];
                     pre[s] = dot * scale;
-                    if (pre[s] > pre[smax]) smax = s;
+                    smax = pre[s] > pre[smax] ? s : smax;
                 }
                 for (int s = t + 1; s < Tn; s++) pre[s] = T(0);
-                // softmax, shifted by the row maximum so that exp never overflows; each
-                // probability written once (no in-place normalisation)
-                T mx = pre[smax];
+                // softmax, shifted by the row max so that exp never overflows (detached: no
+                // derivative through the shift); each probability written once (no in-place
+                // normalisation)
+                T mx = torchclad::detach(pre[smax]);
+                int n = t + 1;
+                int sb = n / 32;
+                T e[32];
+                for (int j = 0; j < 32; j++) e[j] = T(0);
+                for (int kb = 0; kb < sb; kb++) {
+                    for (int j = 0; j < 32; j++) e[j] += std::exp(pre[kb * 32 + j] - mx);
+                }
                 T sum = 0;
-                for (int s = 0; s <= t; s++) sum += std::exp(pre[s] - mx);
+                for (int s = sb * 32; s < n; s++) sum += std::exp(pre[s] - mx);
+                for (int j = 0; j < 32; j++) sum += e[j];
                 T inv = T(1) / sum;
-                for (int s = 0; s <= t; s++) a[s] = std::exp(pre[s] - mx) * inv;
-                for (int s = t + 1; s < Tn; s++) a[s] = T(0);
+                for (int s = 0; s < n; s++) a[s] = std::exp(pre[s] - mx) * inv;
+                for (int s = n; s < Tn; s++) a[s] = T(0);
                 // weighted sum of the values, position-major so the inner loop is contiguous
                 T* o = out + (b * Tn + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) o[i] = T(0);
                 for (int s = 0; s <= t; s++) {
                     const T* v = inp + (b * Tn + s) * C3 + 2 * C + h * hs;
-                    for (int i = 0; i < hs; i++) o[i] += a[s] * v[i];
+                    T as = a[s];  // d as: summed in a register in the reverse sweep
+                    for (int i = 0; i < hs; i++) o[i] += as * v[i];
                 }
             }
         }

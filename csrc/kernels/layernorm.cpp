@@ -10,10 +10,25 @@
 //   rstd = 1 / sqrt(var + eps),  out = (x - mean) * rstd * weight + bias
 //   weight == nullptr means no scale (elementwise_affine=False), bias == nullptr no shift.
 //   mean and rstd are outputs, as in llm.c: the statistics of each row, handy to callers.
-//   Differentiated w.r.t. inp, weight, bias; the reverse sweep gets the row sums back from the
-//   tape (two values per row) and recomputes the rest.
-//   Not OpenMP-parallel on purpose: the engine would make the reverse loop an array reduction
-//   over d weight / d bias, which crashes when they are nullptr (docs/ENGINE_REQUESTS.md nn-7).
+//   Differentiated w.r.t. inp, weight, bias.
+//
+// Written for the engine and the vectoriser (the generated reverse sweep is what runs in
+// backward, so its loops must vectorise too):
+// - Every sum over a row runs in 64 independent lanes (lane j sees elements j, 64 + j, ...),
+//   combined at the end: vectorisable, with one fixed summation order (the same result for
+//   every vector width). The last C % 64 values go through a plain loop.
+// - The variance is sum((x - c)^2) / C with c = torchclad::detach(mean): the same value, and the
+//   same gradient (2 (x - mean) / C: the mean's own path, -2 sum_i (x_i - mean) / C, is zero),
+//   without the reverse sweep computing that zero as a serial reduction over the row.
+// - The normalisation reads the mean and rstd from 64-lane copies (mv, sv): the reverse sweep
+//   then sums their adjoints (sum_i g_i w_i and sum_i g_i w_i xhat_i, the two reductions of the
+//   layernorm backward) in 64 lanes as well; the engine keeps the copies on the tape
+//   (2 x 64 values per row) with the row's two sums.
+// - Not OpenMP-parallel: with arrays recorded per row the engine keeps the forward serial (it
+//   parallelises loops that record a fixed set of scalars), and its reverse loop would be an
+//   array reduction over d weight / d bias, which crashes when they are nullptr
+//   (docs/ENGINE_REQUESTS.md nn-7).
+#include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
 template <typename T>
@@ -21,21 +36,51 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
                        int N, int C, T eps) {
     for (int n = 0; n < N; n++) {
         const T* x = inp + n * C;
+        int nb = C / 64;  // full blocks of 64 values; then C % 64 more
+        T a[64];
+        for (int j = 0; j < 64; j++) a[j] = T(0);
+        for (int k = 0; k < nb; k++) {
+            for (int j = 0; j < 64; j++) a[j] += x[k * 64 + j];
+        }
         T sum = 0;
-        for (int i = 0; i < C; i++) sum += x[i];
+        for (int i = nb * 64; i < C; i++) sum += x[i];
+        for (int j = 0; j < 64; j++) sum += a[j];
         T m = sum / C;
+        T c = torchclad::detach(m);  // the mean, without a derivative (see above)
+        T q[64];
+        for (int j = 0; j < 64; j++) q[j] = T(0);
+        for (int k = 0; k < nb; k++) {
+            for (int j = 0; j < 64; j++) {
+                T d = x[k * 64 + j] - c;
+                q[j] += d * d;
+            }
+        }
         T sq = 0;
-        for (int i = 0; i < C; i++) {
-            T d = x[i] - m;
+        for (int i = nb * 64; i < C; i++) {
+            T d = x[i] - c;
             sq += d * d;
         }
+        for (int j = 0; j < 64; j++) sq += q[j];
         T s = T(1) / std::sqrt(sq / C + eps);
+        T mv[64];
+        T sv[64];
+        for (int j = 0; j < 64; j++) {
+            mv[j] = m;
+            sv[j] = s;
+        }
         T* o = out + n * C;
-        for (int i = 0; i < C; i++) {
-            T xhat = (x[i] - m) * s;
+        for (int k = 0; k < nb; k++) {
+            for (int j = 0; j < 64; j++) {
+                int i = k * 64 + j;
+                T w = weight != nullptr ? weight[i] : T(1);
+                T sh = bias != nullptr ? bias[i] : T(0);
+                o[i] = (x[i] - mv[j]) * sv[j] * w + sh;
+            }
+        }
+        for (int i = nb * 64; i < C; i++) {
             T w = weight != nullptr ? weight[i] : T(1);
             T sh = bias != nullptr ? bias[i] : T(0);
-            o[i] = xhat * w + sh;
+            o[i] = (x[i] - m) * s * w + sh;
         }
         mean[n] = m;
         rstd[n] = s;

@@ -298,12 +298,14 @@ def bindings(unit: str, derivatives: Iterable[Any]) -> str:
 
 
 def module_init(module: str, units: Sequence[str], *, declare: bool,
-                signatures: str | None = None) -> str:
+                signatures: str | None = None, attrs: dict[str, str] | None = None) -> str:
     """``PYBIND11_MODULE(module, m)``: binds ``Tape`` and calls each unit's bind function.
 
     ``declare``: emit declarations of the bind functions (when they live in other files).
     ``signatures``: JSON from :func:`torchclad.build.signature.dumps`; the module then sets
     ``__torchclad_signatures__`` from it when imported.
+    ``attrs``: module attributes set to string constants (identifier-like names; values without
+    quotes or backslashes).
     """
     sig = ""
     if signatures is not None:
@@ -315,6 +317,10 @@ def module_init(module: str, units: Sequence[str], *, declare: bool,
             f'        py::module_::import("torchclad.build.signature").attr("loads")(\n'
             f'            py::str(R"{delim}({signatures}){delim}"));\n'
         )
+    for k, v in (attrs or {}).items():
+        if not re.fullmatch(r"\w+", k) or '"' in v or "\\" in v or "\n" in v:
+            raise GlueError(f"module attribute {k!r} = {v!r}: expected a plain name and value")
+    extra = "".join(f'    m.attr("{k}") = "{v}";\n' for k, v in (attrs or {}).items())
     decls = "".join(f"void {bind_function_name(u)}(pybind11::module_& m);\n" for u in units)
     calls = "".join(f"    {bind_function_name(u)}(m);\n" for u in units)
     return (
@@ -329,6 +335,7 @@ def module_init(module: str, units: Sequence[str], *, declare: bool,
         f'        .def("clear", &torchclad::Tape::clear);\n'
         f'    m.attr("__torchclad_kernels__") = py::list();\n'
         f"{calls}"
+        f"{extra}"
         f"{sig}"
         f"}}\n"
     )

@@ -23,7 +23,15 @@ from torchclad._kernel import Kernel
 from torchclad.ops import KernelOp, make_op
 
 
+@functools.lru_cache(maxsize=None)
 def _extension():
+    """The compiled built-in kernels: the best CPU-specific build this CPU runs
+    (``torchclad._C_avx512`` / ``_C_avx2``, see :mod:`torchclad.build.isa`), else ``torchclad._C``.
+    A CPU-specific module from another build than ``_C`` (left over) is never used."""
+    import importlib
+
+    from torchclad.build import isa
+
     try:
         from torchclad import _C
     except ImportError as e:
@@ -31,6 +39,16 @@ def _extension():
             "torchclad._C (the built-in kernels, compiled at install time) is missing; "
             "install torchclad with `make install` (pip install --no-build-isolation -e .)"
         ) from e
+    build = getattr(_C, "__torchclad_build__", None)
+    for variant in isa.select(list(isa.VARIANTS)):
+        if variant == "default":
+            break
+        try:
+            mod = importlib.import_module(f"torchclad._C_{variant}")
+        except ImportError:
+            continue
+        if build is not None and getattr(mod, "__torchclad_build__", None) == build:
+            return mod
     return _C
 
 
@@ -55,9 +73,10 @@ def _signature(name: str) -> Any:
 
 
 def builtin_op(name: str, *, inputs, outputs, sizes=None) -> KernelOp:
-    """The op ``torchclad::<name>`` for built-in kernel ``name``."""
+    """The op ``torchclad::<name>`` for built-in kernel ``name`` (every built-in kernel writes
+    each element of its outputs: they are not zero-filled first)."""
     return make_op(Kernel(_signature(name), _extension()), name,
-                   inputs=inputs, outputs=outputs, sizes=sizes)
+                   inputs=inputs, outputs=outputs, sizes=sizes, zero_outputs=False)
 
 
 def _numel(x):
@@ -69,10 +88,12 @@ def _same_shape(x):
 
 
 # B = batch, T = time, C = channels; elementwise kernels see N = B * T * C.
-gelu = builtin_op("gelu_forward", inputs=["inp"], outputs={"out": _same_shape},
-                  sizes={"N": _numel}).op
-gelu_erf = builtin_op("gelu_erf_forward", inputs=["inp"], outputs={"out": _same_shape},
-                      sizes={"N": _numel}).op
+gelu_op = builtin_op("gelu_forward", inputs=["inp"], outputs={"out": _same_shape},
+                     sizes={"N": _numel})
+gelu = gelu_op.op  # the custom op; modules call gelu_op (its eager fast lane)
+gelu_erf_op = builtin_op("gelu_erf_forward", inputs=["inp"], outputs={"out": _same_shape},
+                         sizes={"N": _numel})
+gelu_erf = gelu_erf_op.op  # the custom op; modules call gelu_erf_op (its eager fast lane)
 
 # Called directly, torch.ops.torchclad.* must not read out of bounds either: the shape function of
 # each op's first output (run on every call, fake tensors included, before the kernel) checks the
@@ -113,8 +134,9 @@ def _residual_out(a, b):
     return a.shape
 
 
-residual = builtin_op("residual_forward", inputs=["inp1", "inp2"],
-                      outputs={"out": _residual_out}, sizes={"N": lambda a, b: a.numel()}).op
+residual_op = builtin_op("residual_forward", inputs=["inp1", "inp2"],
+                         outputs={"out": _residual_out}, sizes={"N": lambda a, b: a.numel()})
+residual = residual_op.op  # the custom op; modules call residual_op (its eager fast lane)
 
 
 def _matmul_out(inp, weight, bias):
@@ -129,12 +151,13 @@ def _matmul_out(inp, weight, bias):
 
 
 # matmul: inp (BT, C), weight (OC, C), bias (OC) or empty (no bias) -> out (BT, OC)
-matmul = builtin_op(
+matmul_op = builtin_op(
     "matmul_forward", inputs=["inp", "weight", "bias"],
     outputs={"out": _matmul_out},
     sizes={"BT": lambda inp, weight, bias: inp.shape[0],
            "C": lambda inp, weight, bias: inp.shape[1],
-           "OC": lambda inp, weight, bias: weight.shape[0]}).op
+           "OC": lambda inp, weight, bias: weight.shape[0]})
+matmul = matmul_op.op  # the custom op; modules call matmul_op (its eager fast lane)
 
 
 def _softmax_out(x):
@@ -143,8 +166,9 @@ def _softmax_out(x):
 
 
 # softmax over the last dim: inp (N, C) -> out (N, C)
-softmax = builtin_op("softmax_forward", inputs=["inp"], outputs={"out": _softmax_out},
-                     sizes={"N": lambda x: x.shape[0], "C": lambda x: x.shape[1]}).op
+softmax_op = builtin_op("softmax_forward", inputs=["inp"], outputs={"out": _softmax_out},
+                        sizes={"N": lambda x: x.shape[0], "C": lambda x: x.shape[1]})
+softmax = softmax_op.op  # the custom op; modules call softmax_op (its eager fast lane)
 
 
 def _crossentropy_out(logits, targets):
@@ -163,10 +187,11 @@ def _crossentropy_n(logits, targets):
 
 
 # crossentropy: logits (N, C), targets (N) int64 (-1 = ignored) -> losses (N)
-crossentropy = builtin_op(
+crossentropy_op = builtin_op(
     "crossentropy_forward", inputs=["logits", "targets"],
     outputs={"losses": _crossentropy_out},
-    sizes={"N": _crossentropy_n, "C": lambda logits, targets: logits.shape[1]}).op
+    sizes={"N": _crossentropy_n, "C": lambda logits, targets: logits.shape[1]})
+crossentropy = crossentropy_op.op  # the custom op; modules call crossentropy_op (its eager fast lane)
 
 
 def _embedding_out(idx, weight):
@@ -181,10 +206,11 @@ def _embedding_n(idx, weight):
 
 
 # embedding: idx (N) int64, weight (V, C) -> out (N, C)
-embedding = builtin_op(
+embedding_op = builtin_op(
     "embedding_forward", inputs=["idx", "weight"],
     outputs={"out": _embedding_out},
-    sizes={"N": _embedding_n, "C": lambda idx, weight: weight.shape[1]}).op
+    sizes={"N": _embedding_n, "C": lambda idx, weight: weight.shape[1]})
+embedding = embedding_op.op  # the custom op; modules call embedding_op (its eager fast lane)
 
 
 def _encoder_out(idx, wte, wpe):
@@ -204,11 +230,12 @@ def _encoder_b(idx, wte, wpe):
 
 
 # encoder (GPT-2 input layer): idx (B, T) int64, wte (V, C), wpe (maxT, C) -> out (B, T, C)
-encoder = builtin_op(
+encoder_op = builtin_op(
     "encoder_forward", inputs=["idx", "wte", "wpe"],
     outputs={"out": _encoder_out},
     sizes={"B": _encoder_b, "Tn": lambda idx, wte, wpe: idx.shape[1],
-           "C": lambda idx, wte, wpe: wte.shape[1]}).op
+           "C": lambda idx, wte, wpe: wte.shape[1]})
+encoder = encoder_op.op  # the custom op; modules call encoder_op (its eager fast lane)
 
 
 # attention: qkv viewed as (B, T, 3, NH, hs) -- the number of heads travels in the shape, so one
@@ -225,11 +252,12 @@ def _attention_out(qkv):
     return (qkv.shape[0], qkv.shape[1], qkv.shape[3] * qkv.shape[4])
 
 
-attention = builtin_op(
+attention_op = builtin_op(
     "attention_forward", inputs=["inp"],
     outputs={"out": _attention_out, "preatt": _att_shape, "att": _att_shape},
     sizes={"B": lambda qkv: qkv.shape[0], "Tn": lambda qkv: qkv.shape[1],
-           "C": lambda qkv: qkv.shape[3] * qkv.shape[4], "NH": lambda qkv: qkv.shape[3]}).op
+           "C": lambda qkv: qkv.shape[3] * qkv.shape[4], "NH": lambda qkv: qkv.shape[3]})
+attention = attention_op.op  # the custom op; modules call attention_op (its eager fast lane)
 
 
 # layernorm: inp (N, C), weight (C) or empty, bias (C) or empty -> out (N, C), mean (N), rstd (N).
@@ -248,7 +276,12 @@ def _layernorm_out(inp, weight, bias):
 
 
 def layernorm_op(eps: float):
-    """The layernorm op for ``eps``."""
+    """The layernorm op for ``eps`` (the custom op)."""
+    return layernorm_kernel_op(eps).op
+
+
+def layernorm_kernel_op(eps: float) -> KernelOp:
+    """The :class:`KernelOp` of the layernorm op for ``eps`` (call it: the eager fast lane)."""
     op = _LAYERNORM_OPS.get(eps)
     if op is None:
         eps = float(eps)
@@ -260,7 +293,7 @@ def layernorm_op(eps: float):
             outputs={"out": _layernorm_out, "mean": lambda inp, w, b: (inp.shape[0],),
                      "rstd": lambda inp, w, b: (inp.shape[0],)},
             sizes={"N": lambda inp, w, b: inp.shape[0], "C": lambda inp, w, b: inp.shape[1],
-                   "eps": lambda *a: eps}).op
+                   "eps": lambda *a: eps}, zero_outputs=False)
         _LAYERNORM_OPS[eps] = op
     return op
 
@@ -300,23 +333,29 @@ def check_input(owner: str, x: Any, *, name: str = "input", dtype: torch.dtype |
                          f"{tuple(x.shape)} ({x.dim()}-d)")
 
 
-def check_params_dtype(owner: str, *params: Optional[torch.Tensor]) -> torch.dtype:
-    """The common floating dtype of a module's parameters (float32 or float64), on the CPU."""
-    dtype = None
-    for p in params:
+def check_params_dtype(owner: str, *params: Any) -> torch.dtype:
+    """The common floating dtype of a module's parameters (float32 or float64), on the CPU.
+
+    ``params``: tensors, or ``(name, tensor)`` pairs (``named_parameters()``) so that the messages
+    name the parameter; ``None`` entries (an absent bias) are skipped."""
+    dtype = first = None
+    for item in params:
+        name, p = item if isinstance(item, tuple) else (None, item)
         if p is None:
             continue
+        what = f"parameter '{name}' is" if name else "parameters are"
         if p.device.type != "cpu":
-            raise ValueError(f"{owner}: parameters are on {p.device}; torchclad kernels run on the "
-                             "CPU only")
+            raise ValueError(f"{owner}: {what} on {p.device}; torchclad kernels run on the CPU "
+                             "only (move the module with .cpu())")
         if p.dtype not in (torch.float32, torch.float64):
-            raise TypeError(f"{owner}: parameters must be float32 or float64, got "
-                            f"{dtype_name(p.dtype)}")
+            raise TypeError(f"{owner}: {what} {dtype_name(p.dtype)}; parameters must be float32 "
+                            "or float64 (convert the module with .float() or .double())")
         if dtype is None:
-            dtype = p.dtype
+            dtype, first = p.dtype, name
         elif p.dtype != dtype:
+            names = f" ('{first}' and '{name}')" if first and name else ""
             raise TypeError(f"{owner}: parameters mix {dtype_name(dtype)} and "
-                            f"{dtype_name(p.dtype)}; convert the module with .to(dtype)")
+                            f"{dtype_name(p.dtype)}{names}; convert the module with .to(dtype)")
     return dtype
 
 

@@ -67,7 +67,7 @@ class CausalSelfAttention(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         owner = "CausalSelfAttention"
-        dtype = check_params_dtype(owner, self.c_attn.weight)
+        dtype = check_params_dtype(owner, ("c_attn.weight", self.c_attn.weight))
         check_input(owner, x, dtype=dtype, min_dim=2, what=" (..., T, n_embd)")
         C, T = x.shape[-1], x.shape[-2]
         if C != self.n_embd:
@@ -82,7 +82,7 @@ class CausalSelfAttention(torch.nn.Module):
         check_int32(owner, "the attention matrix size B * n_head * T * T", B * nh * T * T)
         check_int32(owner, "the number of q, k, v elements", B * T * 3 * C)
         qkv = self.c_attn(x.reshape(B, T, C))
-        y, _preatt, _att = _builtin.attention(qkv.view(B, T, 3, nh, C // nh))
+        y, _preatt, _att = _builtin.attention_op(qkv.view(B, T, 3, nh, C // nh))
         return self.c_proj(y).reshape(x.shape)
 
     def extra_repr(self) -> str:

@@ -16,6 +16,7 @@ same names (:class:`torchclad.testing.ReferenceGPT2`, nanoGPT's ``GPT``) loads e
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -73,8 +74,8 @@ class Block(torch.nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = _builtin.residual(x, self.attn(self.ln_1(x)))
-        return _builtin.residual(x, self.mlp(self.ln_2(x)))
+        x = _builtin.residual_op(x, self.attn(self.ln_1(x)))
+        return _builtin.residual_op(x, self.mlp(self.ln_2(x)))
 
 
 class GPT2(torch.nn.Module):
@@ -132,10 +133,12 @@ class GPT2(torch.nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None):
         B, T = self._check_inputs(idx, targets)
+        # the parameters' dtype and device, named here rather than by the first kernel's op
+        _builtin.check_params_dtype("GPT2", *self.named_parameters())
         if self._fused is not None:
             return self._fused.forward(self, idx, targets)
         tr = self.transformer
-        x = _builtin.encoder(idx.to(torch.int64).contiguous(), tr.wte.weight, tr.wpe.weight)
+        x = _builtin.encoder_op(idx.to(torch.int64).contiguous(), tr.wte.weight, tr.wpe.weight)
         for block in tr.h:
             x = block(x)
         x = tr.ln_f(x)
@@ -151,8 +154,8 @@ class GPT2(torch.nn.Module):
             raise TypeError(f"GPT2: idx must be a (B, T) tensor of token ids, got "
                             f"{type(idx).__name__}")
         if idx.dtype not in (torch.int64, torch.int32) or idx.dim() != 2:
-            raise TypeError(f"GPT2: idx must be a (B, T) int64 tensor of token ids, got a "
-                            f"{_builtin.dtype_name(idx.dtype)} tensor of shape {tuple(idx.shape)}")
+            raise TypeError(f"GPT2: idx must be a (B, T) int64 tensor of token ids, got a tensor "
+                            f"of dtype {_builtin.dtype_name(idx.dtype)} and shape {tuple(idx.shape)}")
         if idx.device.type != "cpu":
             raise ValueError(f"GPT2: idx is on {idx.device}; torchclad kernels run on the CPU only")
         B, T = idx.shape
@@ -177,6 +180,9 @@ class GPT2(torch.nn.Module):
             if tuple(targets.shape) != (B, T):
                 raise ValueError(f"GPT2: targets has shape {tuple(targets.shape)}, expected the "
                                  f"shape of idx, {(B, T)}")
+            if targets.device.type != "cpu":
+                raise ValueError(f"GPT2: targets is on {targets.device}; torchclad kernels run on "
+                                 "the CPU only")
             if eager_check:
                 _check_ids("targets", targets, cfg.vocab_size, allow_ignore=True)
         return B, T
@@ -316,6 +322,10 @@ class _Fused:
         self.slots: list[tuple[torch.nn.Parameter, int, int]] = []  # (param, offset, numel)
         self.arenas: dict[tuple, list[torch.Tensor]] = {}
         self.scratch: dict[tuple, torch.Tensor] = {}
+        # Forward and backward may run in several threads at once (the kernels release the GIL):
+        # a buffer taken from a pool belongs to one call until it is given back, and the pools
+        # and the packing of the parameters change under this lock.
+        self.lock = threading.RLock()
 
     # copy.deepcopy / pickle of the model: the buffers are rebuilt on the next forward
     def __getstate__(self) -> dict:
@@ -336,7 +346,7 @@ class _Fused:
                                "transformer.wte.weight; the fused kernel computes the lm_head "
                                "with wte. Re-tie them or use fused=False")
         named = dict(model.named_parameters())
-        dtype = _builtin.check_params_dtype("GPT2", *named.values())
+        dtype = _builtin.check_params_dtype("GPT2", *named.items())
         flat = torch.zeros(self.total, dtype=dtype)
         slots = []
         for name, shape, off in self.layout:
@@ -356,6 +366,10 @@ class _Fused:
     def ensure_packed(self, model: GPT2) -> None:
         """Re-pack if a parameter stopped aliasing the flat buffer (``.to(dtype)``, a replaced
         Parameter, ``load_state_dict(assign=True)``, a copy of the model...)."""
+        with self.lock:
+            self._ensure_packed(model)
+
+    def _ensure_packed(self, model: GPT2) -> None:
         flat = self.flat
         if flat is None:
             self.pack(model)
@@ -382,29 +396,35 @@ class _Fused:
     _MAX_SHAPES = 4
 
     def take_arena(self, key: tuple) -> torch.Tensor:
-        free = self.arenas.pop(key, [])
-        self.arenas[key] = free  # most recently used last
-        if free:
-            return free.pop()
+        with self.lock:
+            free = self.arenas.pop(key, [])
+            self.arenas[key] = free  # most recently used last
+            if free:
+                return free.pop()
         dtype, B, T = key
         return torch.empty(arena_size(self.config, B, T), dtype=dtype)
 
     def give_arena(self, key: tuple, arena: torch.Tensor) -> None:
-        free = self.arenas.setdefault(key, [])
-        if len(free) < 2:
-            free.append(arena)
-        _trim(self.arenas, self._MAX_SHAPES)
+        with self.lock:
+            free = self.arenas.setdefault(key, [])
+            if len(free) < 2:
+                free.append(arena)
+            _trim(self.arenas, self._MAX_SHAPES)
 
-    def zeroed(self, what: str, key: tuple, numel: int) -> torch.Tensor:
-        """A zero-filled scratch buffer of ``numel`` values, reused for the same shape."""
-        buf = self.scratch.pop((what, key), None)
+    def take_zeroed(self, what: str, key: tuple, numel: int) -> torch.Tensor:
+        """A zero-filled scratch buffer of ``numel`` values, this call's own until
+        :meth:`give_scratch` (a concurrent sweep of the same shape gets another one)."""
+        with self.lock:
+            buf = self.scratch.pop((what, key), None)
         if buf is None:
-            buf = torch.zeros(numel, dtype=key[0])
-        else:
-            buf.zero_()
-        self.scratch[(what, key)] = buf
-        _trim(self.scratch, 2 * self._MAX_SHAPES)
-        return buf
+            return torch.zeros(numel, dtype=key[0])
+        return buf.zero_()
+
+    def give_scratch(self, what: str, key: tuple, buf: torch.Tensor) -> None:
+        with self.lock:
+            self.scratch.pop((what, key), None)
+            self.scratch[(what, key)] = buf  # most recently used last
+            _trim(self.scratch, 2 * self._MAX_SHAPES)
 
     # -- running
 
@@ -463,14 +483,17 @@ class _Fused:
         dtype, B, T = rec.key
         sfx = _SFX[dtype]
         d_params = torch.zeros(self.total, dtype=dtype)
-        d_acts = self.zeroed("d_acts", rec.key, rec.arena.numel())
+        d_acts = self.take_zeroed("d_acts", rec.key, rec.arena.numel())
         if d_logits is None:
-            seed = self.zeroed("d_logits", rec.key, rec.logits.numel())
+            seed = self.take_zeroed("d_logits", rec.key, rec.logits.numel())
         else:
             seed = d_logits.to(dtype).contiguous().clone()
         getattr(mod, f"{_KERNEL}_reverse_sweep_{sfx}")(
             *rec.args, float(d_loss), d_params.data_ptr(), seed.data_ptr(), d_acts.data_ptr(),
             rec.tape)
+        self.give_scratch("d_acts", rec.key, d_acts)
+        if d_logits is None:
+            self.give_scratch("d_logits", rec.key, seed)
         return d_params
 
 

@@ -59,7 +59,7 @@ class Linear(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        dtype = check_params_dtype("Linear", self.weight, self.bias)
+        dtype = check_params_dtype("Linear", ("weight", self.weight), ("bias", self.bias))
         check_input("Linear", input, dtype=dtype, min_dim=1)
         if input.shape[-1] != self.in_features:
             raise ValueError(f"Linear: input's last dimension is {input.shape[-1]}, expected "
@@ -69,7 +69,7 @@ class Linear(torch.nn.Module):
         check_int32("Linear", "the number of input / output elements",
                     rows * max(self.in_features, self.out_features))
         bias = self.bias if self.bias is not None else none_tensor(self.weight)
-        out = _builtin.matmul(input.reshape(rows, self.in_features), self.weight, bias)
+        out = _builtin.matmul_op(input.reshape(rows, self.in_features), self.weight, bias)
         return out.reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:

@@ -82,7 +82,7 @@ class CrossEntropyLoss(torch.nn.Module):
         check_int32("CrossEntropyLoss", "the number of logits", rows * C)
         targets = _builtin.checked_indices(target.reshape(rows), C, self.ignore_index,
                                            "CrossEntropyLoss")
-        losses = _builtin.crossentropy(logits, targets)
+        losses = _builtin.crossentropy_op(logits, targets)
         if self.reduction == "none":
             return losses.reshape(want)
         total = losses.sum()

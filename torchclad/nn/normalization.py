@@ -58,7 +58,7 @@ class LayerNorm(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        dtype = check_params_dtype("LayerNorm", self.weight, self.bias)
+        dtype = check_params_dtype("LayerNorm", ("weight", self.weight), ("bias", self.bias))
         k = len(self.normalized_shape)
         check_input("LayerNorm", input, dtype=dtype, min_dim=k,
                     what=f" (normalized_shape={self.normalized_shape})")
@@ -77,7 +77,7 @@ class LayerNorm(torch.nn.Module):
         x = input.reshape(N, C)
         w = self.weight.reshape(C) if self.weight is not None else none_tensor(x)
         b = self.bias.reshape(C) if self.bias is not None else none_tensor(x)
-        out, _mean, _rstd = _builtin.layernorm_op(self.eps)(x, w, b)
+        out, _mean, _rstd = _builtin.layernorm_kernel_op(self.eps)(x, w, b)
         return out.reshape(input.shape)
 
     def extra_repr(self) -> str:

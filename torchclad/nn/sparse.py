@@ -66,7 +66,7 @@ class Embedding(torch.nn.Module):
         torch.nn.init.normal_(self.weight)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        check_params_dtype("Embedding", self.weight)
+        check_params_dtype("Embedding", ("weight", self.weight))
         if not isinstance(input, torch.Tensor):
             raise TypeError(f"Embedding: input must be a tensor of int64 indices, got "
                             f"{type(input).__name__}")
@@ -79,7 +79,7 @@ class Embedding(torch.nn.Module):
         n = math.prod(input.shape)
         check_int32("Embedding", "the number of output elements", n * self.embedding_dim)
         idx = _builtin.checked_indices(input.reshape(n), self.num_embeddings, None, "Embedding")
-        out = _builtin.embedding(idx, self.weight)
+        out = _builtin.embedding_op(idx, self.weight)
         return out.reshape(*input.shape, self.embedding_dim)
 
     def extra_repr(self) -> str:
