@@ -61,9 +61,34 @@ def test_leading_dims_and_zero_size(lead):
 
 
 def test_constant_rows_and_large_offsets():
-    # variance 0 (rstd = 1/sqrt(eps)) and a big mean: both like torch
-    x = torch.cat([torch.full((2, 8), 3.0), torch.randn(2, 8) + 1e3])
-    assert_parity(torch.nn.LayerNorm(8), tnn.LayerNorm(8), x, rtol=RTOL, atol=1e-4)
+    # variance 0 (rstd = 1/sqrt(eps)): like torch
+    assert_parity(torch.nn.LayerNorm(8), tnn.LayerNorm(8), torch.full((2, 8), 3.0),
+                  rtol=RTOL, atol=1e-5)
+    # a mean of 1e3 with unit spread: float32 holds these inputs to ~6e-5, so two correct float32
+    # layernorms differ by ~1e-4 in the normalised values; judge both against float64 instead
+    gen = torch.Generator().manual_seed(0)
+
+    def run(mod, x, w, dtype):
+        mod = mod.to(dtype)
+        x = x.to(dtype).requires_grad_()
+        y = mod(x)
+        (y * w.to(dtype)).sum().backward()
+        return [t.detach().double() for t in (y, x.grad, mod.weight.grad, mod.bias.grad)]
+
+    worst = {}                   # quantity -> (our max error, torch's max error) over the draws
+    for _ in range(30):
+        x = torch.randn(4, 8, generator=gen) + 1e3
+        w = torch.randn(4, 8, generator=gen)
+        ref = run(torch.nn.LayerNorm(8), x, w, torch.float64)
+        ours = run(tnn.LayerNorm(8), x, w, torch.float32)
+        theirs = run(torch.nn.LayerNorm(8), x, w, torch.float32)
+        for name, r, a, b in zip(("out", "d x", "d weight", "d bias"), ref, ours, theirs):
+            e = worst.get(name, (0.0, 0.0))
+            worst[name] = (max(e[0], (a - r).abs().max().item()),
+                           max(e[1], (b - r).abs().max().item()))
+    # measured: out 1.3e-4 vs torch 1.5e-4, d x 3e-4 vs torch 3.9 (!), d weight 4e-4 vs 3.8e-4
+    for name, (err_ours, err_torch) in worst.items():
+        assert err_ours <= 2 * err_torch + 2e-5, (name, err_ours, err_torch)
 
 
 def test_bad_inputs():
