@@ -24,7 +24,7 @@ before the loop's reverse runs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import ir
 from ..errors import DiffError
@@ -364,15 +364,21 @@ def _plain(stmts) -> list:
     out = []
     for s in stmts:
         if isinstance(s, ir.Loop):
-            s = ir.Loop(s.init, s.cond, s.inc, ir.Block(tuple(_plain(s.body.stmts)), s.body.loc),
-                        s.loc, "" if s.pragma.startswith(KEYWORD) else s.pragma, s.do_while)
+            s = replace(s, body=replace(s.body, stmts=tuple(_plain(s.body.stmts))),
+                        pragma="" if s.pragma.startswith(KEYWORD) else s.pragma)
         elif isinstance(s, ir.Block):
-            s = ir.Block(tuple(_plain(s.stmts)), s.loc)
+            s = replace(s, stmts=tuple(_plain(s.stmts)))
         elif isinstance(s, ir.If):
-            s = ir.If(s.cond, ir.Block(tuple(_plain(s.then.stmts)), s.then.loc),
-                      ir.Block(tuple(_plain(s.other.stmts)), s.other.loc), s.loc)
+            s = replace(s, then=replace(s.then, stmts=tuple(_plain(s.then.stmts))),
+                        other=replace(s.other, stmts=tuple(_plain(s.other.stmts))))
         out.append(s)
     return out
+
+
+def _segment_end(seg, k, n, end) -> ir.Decl:
+    """end = min(seg + K, n): one past the segment's last iteration (counted from lo)."""
+    nxt = ir.Binary("+", seg, k, ir.LONG)
+    return ir.Decl(end, ir.Cond(ir.Binary("<", nxt, n, ir.BOOL), nxt, n, ir.LONG))
 
 
 def forward(asm, s: ir.Loop, p: tuple, pl: Plan) -> list:
@@ -383,8 +389,7 @@ def forward(asm, s: ir.Loop, p: tuple, pl: Plan) -> list:
     end = asm.names.fresh("_cp_e", ir.LONG)
     inner = _segment_loop(canon, seg, end, _plain(s.body.stmts), False)
     body = _snapshot(asm, pl, False) + [
-        ir.Decl(end, ir.Cond(ir.Binary("<", ir.Binary("+", seg, k, ir.LONG), n, ir.BOOL),
-                             ir.Binary("+", seg, k, ir.LONG), n, ir.LONG)),
+        _segment_end(seg, k, n, end),
         inner]
     outer = ir.Loop((ir.Decl(seg, ir.Const("0", ir.LONG)),), ir.Binary("<", seg, n, ir.BOOL),
                     (ir.Assign("+=", seg, k),), ir.Block(tuple(body)), s.loc)
@@ -402,8 +407,7 @@ def reverse(asm, s: ir.Loop, p: tuple, pl: Plan) -> list:
     last = ir.Binary("*", ir.Binary("/", ir.Binary("+", n, ir.Binary("-", k, ir.Const(
         "1", ir.LONG), ir.LONG), ir.LONG), k, ir.LONG), k, ir.LONG)
     body = _snapshot(asm, pl, True) + [
-        ir.Decl(end, ir.Cond(ir.Binary("<", ir.Binary("+", seg, k, ir.LONG), n, ir.BOOL),
-                             ir.Binary("+", seg, k, ir.LONG), n, ir.LONG)),
+        _segment_end(seg, k, n, end),
         fwd, rev]
     outer = ir.Loop((ir.Decl(seg, last),), ir.Raw("({0} -= {1}) >= 0", ir.BOOL, (seg, k)), (),
                     ir.Block(tuple(body)), s.loc)
