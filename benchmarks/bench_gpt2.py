@@ -19,9 +19,16 @@ less memory available they run one at a time, unpaired). All implementations get
 weights (copied by parameter name), so their first losses must agree (checked). A model that is
 missing or fails is a row with its reason.
 
+The GEMM floor of a step (``gemm_floor``, stored per case as ``gemm_floor_ms``): the
+forward, d-input and d-weight sgemm of each of the 49 linear layers (4 per block and the
+lm_head), replayed with ``torch.mm`` into preallocated outputs at the benchmark's thread count,
+minimum over repetitions. Every implementation here runs these GEMMs through MKL, so no
+fwd+bwd can be faster than it; eager's time over it is the most any of them can gain.
+
 Results: section ``gpt2`` of benchmarks/results.json, table in results.md.
 
     python benchmarks/bench_gpt2.py [--quick] [--sizes 1x16,4x64] [--impls eager,torchclad]
+    python benchmarks/bench_gpt2.py --gemm-floor-only   # (re)measure the floor only
     pytest benchmarks/bench_gpt2.py --benchmark-only -s
 """
 
@@ -68,11 +75,56 @@ def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -
                    "per-round forward+backward ratio to eager; AdamW timed apart"),
         "cases": [f"B{B},T{T}" for B, T in sizes], "impls": list(impls), "quick": quick,
         "rows": rows,
+        "gemm_floor": _floors(sizes, threads, 2 if quick else 7),
     }
     if write:
-        bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"),
-                                             [f"B{B},T{T}" for B, T in SIZES], "cases"))
+        sec = bl.merged(SECTION, payload, ("case", "impl"), [f"B{B},T{T}" for B, T in SIZES],
+                        "cases")
+        old = bl.load_results().get("sections", {}).get(SECTION) or {}
+        sec["gemm_floor"] = {**old.get("gemm_floor", {}), **payload["gemm_floor"]}
+        bl.update_section(SECTION, sec)
     return payload
+
+
+def gemm_floor(B: int, T: int, threads: int = 1, reps: int = 7, n_layer: int = 12,
+               C: int = 768, V: int = 50304) -> dict:
+    """CPU time of the GEMMs of one GPT-2 fwd+bwd at (B, T) (see the module docstring)."""
+    import time
+
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    N = B * T
+    shapes = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)] * n_layer + [(C, V)]
+    g = torch.Generator().manual_seed(0)
+    bufs = {}
+    for k, o in set(shapes):
+        bufs[(k, o)] = (torch.randn(N, k, generator=g), torch.randn(o, k, generator=g),
+                        torch.randn(N, o, generator=g), torch.empty(N, o), torch.empty(N, k),
+                        torch.empty(o, k))
+    times = []
+    for _ in range(reps + 1):  # the first touches the buffers
+        t0 = time.process_time() if threads == 1 else time.perf_counter()
+        for k, o in shapes:
+            x, w, dy, y, dx, dw = bufs[(k, o)]
+            torch.mm(x, w.t(), out=y)  # forward
+            torch.mm(dy, w, out=dx)  # d input
+            torch.mm(dy.t(), x, out=dw)  # d weight
+        times.append((time.process_time() if threads == 1 else time.perf_counter()) - t0)
+    times = sorted(times[1:])
+    flop = sum(6 * N * k * o for k, o in shapes)
+    return {"min": times[0], "median": times[len(times) // 2], "gflop": flop / 1e9}
+
+
+def _floors(sizes, threads, reps: int = 7) -> dict:
+    out = {}
+    for B, T in sizes:
+        f = gemm_floor(B, T, threads, reps)
+        out[f"B{B},T{T}"] = f
+        print(f"  gpt2: B{B},T{T} GEMM floor {f['min'] * 1e3:.0f} ms ({f['gflop']:.0f} GFLOP, "
+              f"{f['gflop'] / f['min']:.0f} GFLOP/s)", flush=True)
+    return out
 
 
 def _brief(row: dict) -> str:
@@ -107,10 +159,19 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=",".join(f"{b}x{t}" for b, t in SIZES))
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--gemm-floor-only", action="store_true",
+                    help="measure the GEMM floor only, into the stored gpt2 section")
     a = ap.parse_args(argv)
     import render
 
     sizes = [tuple(int(v) for v in s.split("x")) for s in a.sizes.split(",")]
+    if a.gemm_floor_only:
+        floors = _floors(sizes, bl.bench_threads())
+        sec = bl.load_results().get("sections", {}).get(SECTION)
+        if sec and not a.no_write:
+            sec["gemm_floor"] = {**sec.get("gemm_floor", {}), **floors}
+            bl.update_section(SECTION, sec)
+        return 0
     payload = run_all(sizes, a.impls.split(","), a.quick, write=not a.no_write)
     print(render.gpt2_table(payload))
     return 0

@@ -135,8 +135,10 @@ def _base(t, template_params) -> tuple[str, bool]:
     return _unqualified(t.get_canonical().spelling), t.is_const_qualified()
 
 
-# Headers are not needed to read a signature; leaving them out makes the parse ~50x faster.
-_SIGNATURE_PRELUDE = "namespace std { using size_t = decltype(sizeof 0); }\nusing size_t = decltype(sizeof 0);\n"
+# Headers are not needed to read a signature; leaving them out makes the parse ~50x faster
+# (the one macro of torchclad/runtime.h a signature may spell is defined here).
+_SIGNATURE_PRELUDE = ("namespace std { using size_t = decltype(sizeof 0); }\nusing size_t = decltype(sizeof 0);\n"
+                      "#define TORCHCLAD_WRITE_ONCE\n")
 
 
 def read_signature(path: Path, fn: str) -> Signature:
@@ -623,6 +625,7 @@ class Session:
         wrt = self.engine_wrt(case, analyses)
         what = f"{case.name} {opt} analyses={'on' if analyses else 'off'} {path}"
         raw = _in_child(lambda: _execute(built, inp, wrt, path), what)
+        raw["sweep_writes_primal"] = self.derivative(case, analyses).sweep_writes_primal
         return Run(raw["grad"], _check_run(case, inp, wrt, path, raw))
 
     def check(self, case, opt: str, analyses: bool, path: str) -> dict[str, np.ndarray]:
@@ -791,6 +794,13 @@ def _check_run(case, inp: Inputs, wrt, path: str, r: dict) -> list[CorpusFailure
                 if a is not None and not _close_or_nan(a.astype(np.float64), b.astype(np.float64), 1e-12, 1e-14):
                     problems.append(CorpusFailure("forward-mismatch", f"f_reverse_forw wrote {out} = {a.tolist()}, "
                                                   f"primal wrote {b.tolist()}"))
+                # Derivative.sweep_writes_primal False promises the sweep leaves primal memory
+                # as the forward left it (the bridge then skips copying outputs around it)
+                if a is not None and r.get("sweep_writes_primal") is False and \
+                        not _same_bits(r[f"env_{fill}"][out], a):
+                    problems.append(CorpusFailure("sweep-writes-primal", f"f_reverse_sweep changed {out} "
+                                                  f"({a.tolist()} -> {r[f'env_{fill}'][out].tolist()}) "
+                                                  "though Derivative.sweep_writes_primal is False"))
     # the pre-filled run often repeats a symptom word for word
     unique: dict[str, CorpusFailure] = {}
     for p in problems:

@@ -224,3 +224,70 @@ def test_no_accumulator_when_a_callee_gets_one_array_twice(mod):
     expected = torch.full((3,), 0.5, dtype=d)
     expected[0] = x.sum() + x[0]
     torch.testing.assert_close(dx, expected)
+
+
+# ---- reverse loop order, fixed-lane reductions, stored results (opt/loop_order.py) -----------
+# The gradients of these kernels are checked against finite differences by the corpus
+# (tests/corpus/kernels/order_*.cpp, stored_result.cpp); here: which shape the sweep takes.
+
+def _sweep_of(name: str) -> str:
+    from pathlib import Path
+
+    from torchclad.ad import differentiate
+
+    path = Path(__file__).resolve().parent / "corpus" / "kernels" / f"{name}.cpp"
+    d = differentiate(path.read_text(), name, None, filename=path.name)
+    return dict(d.functions)[f"{name}_reverse_sweep"]
+
+
+def test_order_dependent_reverse_loops_stay_backwards():
+    rec = _sweep_of("order_recurrence")
+    assert "for (int i = n; i-- > 1; )" in rec      # y[i] from y[i - 1]: the tape is LIFO
+    res = _sweep_of("order_resets")
+    assert res.count("i-- > 0") == 3                 # out[0] every iteration; reset + accumulate
+    assert "for (int i = 0;" not in res              # into one adjoint; popped values
+
+
+def test_independent_reverse_loops_run_forwards_with_lane_sums():
+    sw = _sweep_of("order_lanes")
+    assert "i-- >" not in sw
+    assert "_lane0[_j0] +=" in sw and "_lane0_1[_j0] +=" in sw    # d a and d b, in 16 lanes
+    assert "*_d_a += _acc0;" in sw and "*_d_b += _acc1;" in sw
+
+
+def test_write_once_results_are_read_back():
+    sw = _sweep_of("stored_result")
+    assert "std::exp" not in sw and "std::tanh" not in sw
+    assert "d_tanh(out[n + i])" in sw and "_r_d0 * out[i]" in sw
+    assert "_tape.pop" not in sw                     # the local e is re-read from out
+
+
+def test_dead_resets_of_local_adjoint_arrays_are_dropped():
+    # attention's 16-lane dot product: `_d_acc` is declared in the body of the s loop; zeroing
+    # it after its last use (the engine's reset for the next iteration) stores into a dead array
+    from torchclad.ad import differentiate
+    from torchclad.kernels import KERNELS, unit_source
+
+    spec = next(s for s in KERNELS if s.name == "attention_forward")
+    d = differentiate(unit_source(spec), spec.name, list(spec.wrt), filename=spec.file)
+    sw = dict(d.functions)["attention_forward_reverse_sweep"]
+    assert "T _d_acc[16] = {};" in sw and "_d_acc[j] = 0" not in sw
+
+
+@pytest.mark.parametrize("name,writes", [
+    ("order_recurrence", True),      # restores y from the tape
+    ("ckpt_inferred", True),         # restores the snapshot of y
+    ("ckpt_moving_pointer", True),   # re-runs a segment through a pointer popped from the tape
+    ("ptr_local_repointed", False),  # restores only a local array, through a pointer into it
+    ("stored_result", False),        # write-once output, read back
+    ("order_lanes", False),
+])
+def test_derivative_says_whether_the_sweep_writes_primal_memory(name, writes):
+    # checked against the memory itself for every corpus case by corpus_harness (split runs)
+    from pathlib import Path
+
+    from torchclad.ad import differentiate
+
+    path = Path(__file__).resolve().parent / "corpus" / "kernels" / f"{name}.cpp"
+    d = differentiate(path.read_text(), name, None, filename=path.name)
+    assert d.sweep_writes_primal is writes

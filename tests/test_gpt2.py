@@ -315,3 +315,90 @@ def test_generate():
     out = model.generate(torch.zeros(2, 3, dtype=torch.long), 9, top_k=4,
                          generator=torch.Generator().manual_seed(0))
     assert out.shape == (2, 12) and int(out.max()) < cfg.vocab_size
+
+
+# ---- modular: the tied embedding's gradient accumulated in place (gpt2._TiedGrad)
+
+
+def _spy_tied(monkeypatch):
+    """Records, per encoder backward, whether the lm_head's d weight was handed over."""
+    from torchclad.nn import gpt2
+
+    seen = []
+    orig = gpt2._TiedEncoder.backward
+
+    def backward(ctx, d_out):
+        seen.append(ctx.tie.grad is not None)
+        return orig(ctx, d_out)
+
+    monkeypatch.setattr(gpt2._TiedEncoder, "backward", staticmethod(backward))
+    return seen
+
+
+@pytest.mark.parametrize("targets", [True, False], ids=["loss", "last-logits"])
+def test_modular_tied_gradient_is_accumulated_in_place(monkeypatch, targets):
+    """The encoder's sweep adds into the lm_head's weight gradient (one buffer, handed to
+    .grad); the result is the reference's, and the untied-accumulation path's."""
+    from torchclad.nn import gpt2
+
+    seen = _spy_tied(monkeypatch)
+    cfg = tiny_config()
+    model, ref = make(cfg, False, torch.float64)
+    idx, tgt = batch(cfg, 2, 6)
+    w = torch.randn(2, 1, cfg.vocab_size, dtype=torch.float64)
+
+    def run(m):
+        m.zero_grad(set_to_none=True)
+        if targets:
+            m(idx, tgt)[1].backward()
+        else:
+            (m(idx)[0] * w).sum().backward()
+        return {k: g.clone() for k, g in grads(m).items()}
+
+    got, want = run(model), run(ref)
+    assert seen == [True]
+    for k, g in want.items():
+        torch.testing.assert_close(got[k], g, rtol=1e-10, atol=1e-12, msg=k)
+    monkeypatch.setattr(gpt2._TiedGrad, "enabled", False)
+    plain = run(model)
+    assert seen == [True]  # the plain path: no _TiedEncoder
+    for k, g in plain.items():
+        torch.testing.assert_close(got[k], g, rtol=1e-12, atol=1e-14, msg=k)
+
+
+def test_modular_tied_gradient_accumulates_and_retains(monkeypatch):
+    """retain_graph: the hand-over happens on each backward; two backward calls add up; a
+    frozen wte leaves the plain path to wpe's gradient."""
+    seen = _spy_tied(monkeypatch)
+    cfg = tiny_config()
+    model, ref = make(cfg, False, torch.float64)
+    (i1, t1), (i2, t2) = batch(cfg, 2, 5, seed=1), batch(cfg, 2, 5, seed=2)
+    l1 = model(i1, t1)[1]
+    l1.backward(retain_graph=True)
+    l1.backward()
+    model(i2, t2)[1].backward()
+    r1 = ref(i1, t1)[1]
+    r1.backward(retain_graph=True)
+    r1.backward()
+    ref(i2, t2)[1].backward()
+    assert seen == [True, True, True]
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+    model.zero_grad(set_to_none=True)
+    ref.zero_grad(set_to_none=True)
+    model.transformer.wte.weight.requires_grad_(False)
+    ref.transformer.wte.weight.requires_grad_(False)
+    model(i1, t1)[1].backward()
+    ref(i1, t1)[1].backward()
+    assert model.transformer.wte.weight.grad is None
+    torch.testing.assert_close(model.transformer.wpe.weight.grad,
+                               ref.transformer.wpe.weight.grad, rtol=1e-10, atol=1e-12)
+    assert len(seen) == 3
+
+
+def test_modular_tied_gradient_create_graph_refused():
+    cfg = tiny_config()
+    model, _ = make(cfg, False, torch.float64)
+    loss = model(*batch(cfg, 2, 5))[1]
+    with pytest.raises(RuntimeError, match="double backward"):
+        loss.backward(create_graph=True)

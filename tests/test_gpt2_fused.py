@@ -183,3 +183,189 @@ def test_deepcopy_and_pickle_get_their_own_buffers():
     ref(idx, tgt)[1].backward()
     for k, g in grads(ref).items():
         torch.testing.assert_close(grads(loaded)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+
+
+# ---- reuse of the gradient and logits buffers (see _Fused.take_shared)
+
+
+def _twin_with_fresh_buffers(model):
+    """A copy of ``model`` whose sweeps and forwards always get fresh memory."""
+    import copy
+
+    twin = copy.deepcopy(model)
+    twin._fused.reuse_buffers = False
+    return twin
+
+
+def _grads_equal(a, b):
+    ga, gb = grads(a), grads(b)
+    assert ga.keys() == gb.keys()
+    for k in ga:
+        assert torch.equal(ga[k], gb[k]), k
+
+
+@pytest.mark.parametrize("set_to_none", [True, False], ids=["set_to_none", "zeroed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_reused_gradient_buffer_equals_fresh_buffers(set_to_none, dtype):
+    """Steps of AdamW with the pooled d_params / logits buffers give the very same gradients,
+    logits and parameters as fresh buffers, whether zero_grad drops the gradients or zeroes them
+    in place (then .grad keeps its buffer and the sweeps use another one)."""
+    cfg = tiny_config()
+    model, _ = make(cfg, True, dtype)
+    fresh = _twin_with_fresh_buffers(model)
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, fresh)]
+    grad_ptrs = []
+    for step in range(4):
+        idx, tgt = batch(cfg, 2, 5, seed=step)
+        outs = []
+        for m, opt in zip((model, fresh), opts):
+            opt.zero_grad(set_to_none=set_to_none)
+            logits, loss = m(idx, tgt)
+            loss.backward()
+            opt.step()
+            outs.append((logits.detach().clone(), loss.detach()))
+        assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+        _grads_equal(model, fresh)
+        for p, q in zip(model.parameters(), fresh.parameters()):
+            assert torch.equal(p, q)
+        grad_ptrs.append(model.transformer.wte.weight.grad.data_ptr())
+    pool = model._fused.grad_bufs[dtype]
+    if set_to_none:
+        assert len(set(grad_ptrs)) == 1  # one gradient buffer, reused every step
+        assert len(pool) == 1
+    else:
+        assert len(pool) == 2  # .grad's own buffer and the sweeps' one
+    assert not fresh._fused.grad_bufs and not fresh._fused.logits_bufs
+
+
+def test_retained_gradients_and_logits_are_not_overwritten():
+    """Gradients and logits the caller still holds after zero_grad(set_to_none=True) keep their
+    values: the next steps use other memory."""
+    cfg = tiny_config()
+    model, _ = make(cfg, True, torch.float64)
+    kept = []
+    for step in range(4):
+        model.zero_grad(set_to_none=True)
+        idx, tgt = batch(cfg, 2, 5, seed=step)
+        logits, loss = model(idx, tgt)
+        loss.backward()
+        gs = grads(model)
+        kept.append((logits, logits.detach().clone(), gs, {k: g.clone() for k, g in gs.items()}))
+    for logits, logits_copy, gs, copies in kept:
+        assert torch.equal(logits.detach(), logits_copy)
+        for k in gs:
+            assert torch.equal(gs[k], copies[k]), k
+    storages = {gs["transformer.wte.weight"].untyped_storage().data_ptr() for _, _, gs, _ in kept}
+    assert len(storages) == len(kept)
+    # dropped: the memory is reused (one buffer left unshared in the pool, then taken again)
+    del kept, logits, loss, gs
+    model.zero_grad(set_to_none=True)
+    model(*batch(cfg, 2, 5))[1].backward()
+    ptr = model.transformer.wte.weight.grad.data_ptr()
+    model.zero_grad(set_to_none=True)
+    model(*batch(cfg, 2, 5, seed=1))[1].backward()
+    assert model.transformer.wte.weight.grad.data_ptr() == ptr
+
+
+def test_accumulation_over_backward_calls_and_a_saved_view():
+    """Two backward calls without zero_grad add up (the second sweep must not write the first's
+    buffer, which .grad holds); a gradient view saved before zero_grad stays intact."""
+    cfg = tiny_config()
+    model, ref = make(cfg, True, torch.float64)
+    b1, b2, b3 = (batch(cfg, 2, 5, seed=s) for s in (1, 2, 3))
+    model(*b1)[1].backward()
+    model(*b2)[1].backward()
+    ref(*b1)[1].backward()
+    ref(*b2)[1].backward()
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+    row = model.transformer.wte.weight.grad[3]  # a view of the flat gradient buffer
+    row_copy = row.clone()
+    model.zero_grad(set_to_none=True)
+    ref.zero_grad(set_to_none=True)
+    model(*b3)[1].backward()
+    ref(*b3)[1].backward()
+    assert torch.equal(row, row_copy)
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+
+
+def test_loss_and_logits_gradients_together_and_retain_graph():
+    """Both outputs seeded (d_logits copied into the pooled seed, never written in place), a
+    retained graph swept twice into two gradient buffers."""
+    cfg = tiny_config()
+    model, ref = make(cfg, True, torch.float64)
+    idx, tgt = batch(cfg, 2, 5)
+    w = torch.randn(2, 5, cfg.vocab_size, dtype=torch.float64)
+    w_copy = w.clone()
+    for m in (model, ref):
+        logits, loss = m(idx, tgt)
+        out = loss + (logits * w).sum()
+        out.backward(retain_graph=True)
+        out.backward()
+    assert torch.equal(w, w_copy)
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+
+
+def test_concurrent_backward_into_grad():
+    """Backward from several threads at once into the same .grad (AccumulateGrad): each sweep
+    has a gradient buffer of its own; the sum is the serial one."""
+    import threading
+
+    cfg = tiny_config()
+    model, ref = make(cfg, True, torch.float64)
+    batches = [batch(cfg, 2, 5, seed=s) for s in range(6)]
+    for _ in range(2):
+        model.zero_grad(set_to_none=True)
+        losses = [model(*b)[1] for b in batches]
+        start = threading.Barrier(3)
+
+        def work(k):
+            start.wait()
+            for loss in losses[k::3]:
+                loss.backward()
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for b in batches:
+        ref(*b)[1].backward()
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+
+
+def test_scratch_returned_after_backward_gives_the_same_steps(monkeypatch):
+    """keep_scratch=False (arena and sweep scratch given back after each backward): the same
+    gradients as the pooled default, and nothing kept between steps but the shared buffers."""
+    from torchclad.nn.gpt2 import _Fused
+
+    cfg = tiny_config()
+    model, _ = make(cfg, True, torch.float64)
+    lean = _twin_with_fresh_buffers(model)
+    lean._fused.reuse_buffers = True
+    monkeypatch.setattr(lean._fused, "keep_scratch", False)
+    assert _Fused.keep_scratch
+    for step in range(3):
+        idx, tgt = batch(cfg, 2, 5, seed=step)
+        for m in (model, lean):
+            m.zero_grad(set_to_none=True)
+            m(idx, tgt)[1].backward()
+        _grads_equal(model, lean)
+    assert not lean._fused.scratch and not any(lean._fused.arenas.values())
+    assert model._fused.scratch and any(model._fused.arenas.values())
+
+
+def test_dtype_change_drops_the_other_dtype_buffers():
+    cfg = tiny_config()
+    model, _ = make(cfg, True)
+    idx, tgt = batch(cfg, 2, 5)
+    model(idx, tgt)[1].backward()
+    assert list(model._fused.grad_bufs) == [torch.float32]
+    model.zero_grad(set_to_none=True)
+    model.double()
+    model(idx, tgt)[1].backward()
+    assert list(model._fused.grad_bufs) == [torch.float64]
+    assert all(k[0] == torch.float64 for k in model._fused.logits_bufs)

@@ -139,6 +139,6 @@ def test_attention_tape_holds_only_row_statistics():
     d = ad.differentiate(kernels.unit_source(spec), spec.name, list(spec.wrt))
     forw = dict(d.functions)["attention_forward_reverse_forw"]
     pushes = [line.strip() for line in forw.splitlines() if "_tape.push" in line]
-    # per (t, s) pair the probability read into a local for the weighted sum (the engine records
-    # a local read from a WRITE_ONCE array instead of re-reading it); per row its max and sum
-    assert pushes == ["_tape.push(as);", "_tape.push(mx);", "_tape.push(sum);"]
+    # per row its argmax and its sum of exps, nothing per (t, s) pair: the probability the
+    # weighted sum reads into a local is re-read from att (WRITE_ONCE) in the sweep
+    assert pushes == ["_tape.push(smax);", "_tape.push(sum);"]

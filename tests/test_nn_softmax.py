@@ -74,3 +74,14 @@ def test_opcheck():
     for dtype in (torch.float32, torch.float64):
         x = torch.randn(4, 7, dtype=dtype, requires_grad=True)
         torch.library.opcheck(_builtin.softmax, (x,))
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_output_modified_in_place_before_backward_is_an_error(dim):
+    # The generated sweep reads the probabilities back from the output (write-once memory:
+    # docs/engine.md), so an in-place change to it must be caught, not give a wrong gradient.
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    y = tnn.Softmax(dim)(x)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -36,6 +36,12 @@ How the op is put together (split mode, DESIGN.md):
   dispatch mode (fake tensors, opcheck, FX), tensor subclasses, functorch transforms, tracing --
   takes the custom op. Without grad (no input requires it, or grad mode off) the lane runs the
   plain forward and records nothing.
+- Per call the bridge re-derives nothing it has seen: the dtype checks, the output shapes
+  (whose functions are the shape checks) and the shape-only sizes (``static_sizes``) are cached
+  per call signature (each input's shape, dtype, device) in a :class:`_Plan`; a call that fails
+  a check raises and caches nothing, and size functions that read values (index checks) run on
+  every call. The record of the fast lane, held by the autograd node, does not hold the outputs
+  either (they point to the node): a forward whose backward never runs frees everything.
 - The sweep's copies are only what it needs: a reverse sweep that never restores memory from
   the tape (``torchclad.build.signature.sweep_restores``, the case of every built-in kernel)
   leaves the forward's outputs alone, so they are not copied around it; ``zero_outputs=False``
@@ -109,21 +115,26 @@ def make_op(
     outputs: Mapping[str, Callable[..., Any]],
     sizes: Mapping[str, Callable[..., Any]] | None = None,
     zero_outputs: bool = True,
+    static_sizes: Sequence[str] = (),
 ) -> "KernelOp":
     """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before.
 
     ``zero_outputs=False``: the kernel writes every element of each output (so they need not be
-    zero-filled before it runs)."""
+    zero-filled before it runs). ``static_sizes``: the size parameters whose functions depend on
+    the inputs' shapes and dtypes only (no value checks): their values are cached per call
+    signature with the output shapes, instead of being recomputed on every call."""
     with _ops_lock:
         base, n = opname, 1
         while opname in _ops:
             old = _ops[opname]
-            if old.same_spec(kernel, inputs, outputs, sizes or {}) and old.zero_outputs == zero_outputs:
+            if (old.same_spec(kernel, inputs, outputs, sizes or {})
+                    and old.zero_outputs == zero_outputs
+                    and old.static_sizes == frozenset(static_sizes)):
                 return old
             n += 1
             opname = f"{base}_{n}"
         op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {},
-                      zero_outputs=zero_outputs)
+                      zero_outputs=zero_outputs, static_sizes=static_sizes)
         _ops[opname] = op
         return op
 
@@ -148,6 +159,19 @@ def _arg_name(s: str) -> str:
     return s + "_" if keyword.iskeyword(s) or s in ("self", "out") else s
 
 
+class _Plan:
+    """What the checks and shape functions of one call signature found (KernelOp._plan): the
+    scalar type, the outputs to allocate ``(name, shape, dtype)``, the kernel's argument list
+    with the static sizes filled in, where the pointers (``(index, buffer name)``) and the other
+    sizes (``(index, fn, converter)``) go, the dtype of the return value."""
+
+    __slots__ = ("scalar", "outs", "args", "ptr", "dyn", "ret_dtype")
+
+    def __init__(self, scalar, outs, args, ptr, dyn, ret_dtype):
+        self.scalar, self.outs, self.args, self.ptr, self.dyn = scalar, outs, args, ptr, dyn
+        self.ret_dtype = ret_dtype
+
+
 class _Record:
     """What one forward left for its reverse sweep: the tape and the buffers it ran on."""
 
@@ -161,14 +185,18 @@ class KernelOp:
     """A kernel bound as ``torchclad::<opname>`` (forward) + ``<opname>_backward``."""
 
     def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes,
-                 zero_outputs: bool = True):
+                 zero_outputs: bool = True, static_sizes: Sequence[str] = ()):
         self.k = k = kernel
         self.opname = opname
         self.inputs = tuple(inputs)
         self.outputs = dict(outputs)
         self.sizes = dict(sizes)
         self.zero_outputs = bool(zero_outputs)
+        self.static_sizes = frozenset(static_sizes)
         self._check_spec()
+        unknown = self.static_sizes - set(self.sizes)
+        if unknown:
+            raise ValueError(f"static_sizes: {sorted(unknown)} are not in sizes")
         # May the reverse sweep write the forward's memory (restore from the tape)? A built-in
         # kernel's signature says (recorded at build time); a Derivative is checked here.
         restores = getattr(k.sig, "restores", None)
@@ -198,6 +226,23 @@ class KernelOp:
             (True, p.name, None, None) if p.pointer
             else (False, p.name, self.sizes[p.name], self._converter(p)) for p in k.params)
         self._scratch = _Scratch()
+        # Per call signature (the inputs' shapes and dtypes, see _plan_key): what the checks and
+        # shape functions found, so a repeated call does not re-derive it (_plan).
+        self._plans: dict[tuple, _Plan] = {}
+        # The sweep's adjoint arguments (name, is an array), and where the input grads are.
+        # Some output is not floating (for some scalar type): marked non-differentiable.
+        self._frozen_outputs = any(d not in (torch.float32, torch.float64)
+                                   for ds in self._out_dtypes.values() for d in ds) or (
+            self.has_ret and not k.is_float(k.ret))
+        # Input adjoints may start from the seeds of earlier sweeps, which the sweep zeroed as it
+        # read them (_Scratch): for kernels that write every element of their outputs (each
+        # write's reverse reads and zeroes that element's adjoint), checked once per seed shape
+        # (_seed_zeroed); any seed found not all zero turns this off for the op.
+        self._zero_pool = not self.zero_outputs
+        self._seed_names = frozenset(self.out_names[i] for i in self.diff_out)
+        self._zero_checked: set = set()
+        self._adj_plan = tuple((w, bool(k.by_name[w].pointer)) for w in k.adjoints)
+        self._res_adj_index = tuple(k.adjoints.index(self.inputs[i]) for i in self.diff_in)
         self._define()
         self._function = self._make_function()
 
@@ -295,28 +340,70 @@ class KernelOp:
             outs.append(torch.empty((), dtype=self.k.dtype_of(self.k.ret, scalar)))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    _MAX_PLANS = 64
+
+    @staticmethod
+    def _plan_key(ins: Sequence[Any]):
+        """The call signature a :class:`_Plan` is valid for: each input's shape, dtype and
+        whether it is on the CPU (None if an input is not a tensor: the checks will say)."""
+        try:
+            return tuple([(t.shape, t.dtype, t.is_cpu) for t in ins])
+        except AttributeError:
+            return None
+
+    def _plan(self, ins: Sequence[torch.Tensor]) -> "_Plan":
+        """The :class:`_Plan` of this call: cached per call signature. Making one runs every
+        check (dtypes, devices, the shape functions); a call that fails them raises and leaves
+        nothing cached, so a bad call always raises."""
+        key = self._plan_key(ins)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is not None:
+            return plan
+        k = self.k
+        scalar = self._scalar(ins)
+        outs = tuple((n, tuple(self._shape(n, ins)), dtype)
+                     for n, dtype in zip(self.out_names, self._out_dtypes[scalar])
+                     if n not in self.inputs)
+        args: list[Any] = []
+        ptr, dyn = [], []
+        for i, (pointer, name, fn, conv) in enumerate(self._arg_plan):
+            if pointer:
+                args.append(None)
+                ptr.append((i, name))
+            elif name in self.static_sizes:
+                v = fn(*ins)
+                args.append(conv(v.item() if isinstance(v, torch.Tensor) else v))
+            else:
+                args.append(None)
+                dyn.append((i, fn, conv))
+        plan = _Plan(scalar, outs, args, tuple(ptr), tuple(dyn),
+                     None if not self.has_ret else k.dtype_of(k.ret, scalar))
+        if key is not None:
+            if len(self._plans) >= self._MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
     def _run_forward(self, ins: Sequence[torch.Tensor], record: bool):
         """Run the kernel; returns (outputs, _Record or None)."""
         k = self.k
-        scalar = self._scalar(ins)
+        plan = self._plan(ins)
+        scalar = plan.scalar
         bufs: dict[str, torch.Tensor] = {}
+        # (no autograd graph is recorded here: the fast lane's Function.forward and the op's
+        # implementation run without it, so the inputs need no detach)
         for n, t, copy in zip(self.inputs, ins, self._in_copy):
-            t = t.detach()
             # a const input is read in place; one the kernel may write is worked on as a copy
             bufs[n] = t.clone(memory_format=torch.contiguous_format) if copy else t.contiguous()
         alloc = torch.zeros if self.zero_outputs else torch.empty
-        for n, dtype in zip(self.out_names, self._out_dtypes[scalar]):
-            if n not in bufs:
-                bufs[n] = alloc(self._shape(n, ins), dtype=dtype)
-        args = []
-        for pointer, name, fn, conv in self._arg_plan:
-            if pointer:
-                args.append(bufs[name].data_ptr())
-            else:
-                v = fn(*ins)
-                if isinstance(v, torch.Tensor):
-                    v = v.item()
-                args.append(conv(v))
+        for n, shape, dtype in plan.outs:
+            bufs[n] = alloc(shape, dtype=dtype)
+        args = plan.args.copy()
+        for i, name in plan.ptr:
+            args[i] = bufs[name].data_ptr()
+        for i, fn, conv in plan.dyn:
+            v = fn(*ins)
+            args[i] = conv(v.item() if isinstance(v, torch.Tensor) else v)
         rec = None
         if record:
             tape = k.new_tape()
@@ -326,8 +413,16 @@ class KernelOp:
             ret = k.binding("", scalar)(*args)
         outs = [bufs[n] for n in self.out_names]
         if self.has_ret:
-            outs.append(torch.tensor(ret, dtype=k.dtype_of(k.ret, scalar)))
+            outs.append(torch.full((), ret, dtype=plan.ret_dtype))
         return outs, rec
+
+    def _detach_outputs(self, rec: "_Record") -> None:
+        """Drop the outputs from a record that outlives the call (attached to an output's
+        storage, or held by an autograd node that the outputs point to): it must not own them,
+        or the cycle through C++ would never be collected. The sweep gets them as arguments."""
+        bufs = rec.bufs
+        for n in self.out_names:
+            bufs.pop(n, None)
 
     def _converter(self, p: Any) -> Callable[[Any], Any]:
         """The Python value a scalar parameter is passed as (an int checked against its type)."""
@@ -357,9 +452,8 @@ class KernelOp:
         record = not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
         outs, rec = self._run_forward(ins, record)
         if rec is not None:
-            # The record must not own the outputs: the output's storage owns the record, and a
-            # cycle through C++ would never be collected. Backward gets the outputs as arguments.
-            rec.bufs = {n: b for n, b in rec.bufs.items() if n not in self.outputs}
+            # The output's storage owns the record (see _detach_outputs).
+            self._detach_outputs(rec)
             setattr(outs[0].untyped_storage(), _RECORD_ATTR, rec)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -398,49 +492,60 @@ class KernelOp:
         # Seeds: copies of the incoming grads (the sweep zeroes what it reads), in scratch buffers
         # reused from call to call -- unless the seed is also an input's gradient (an output
         # that is an input too), which is handed out. A grad that is None seeds zeros.
-        seeds: dict[str, torch.Tensor] = {}
+        out_dtypes = self._out_dtypes[scalar]
+        # The input adjoints first: zero-filled (the sweep accumulates into them), taken first
+        # from the zero pool of earlier seeds (_Scratch), so that the seeds do not use it up.
+        adj: dict[str, torch.Tensor] = {}
+        for w, pointer in self._adj_plan:
+            if w in self._seed_names:
+                continue
+            if pointer:
+                b = bufs[w]
+                adj[w] = (self._scratch.take_zeroed(b.shape, b.dtype) if self._zero_pool
+                          else torch.zeros_like(b, memory_format=torch.contiguous_format))
+            else:
+                adj[w] = torch.zeros((), dtype=k.dtype_of(k.by_name[w], scalar))
         scratch: list[torch.Tensor] = []
         for i, g in zip(self.diff_out, grads):
             n = self.out_names[i]
             if n in self._diff_in_names:
-                seeds[n] = (torch.zeros_like(outs[i]) if g is None else
-                            g.to(self._output_dtype(n, scalar)).clone(
-                                memory_format=torch.contiguous_format))
+                adj[n] = (torch.zeros_like(outs[i]) if g is None else
+                          g.to(out_dtypes[i]).clone(memory_format=torch.contiguous_format))
                 continue
-            buf = self._scratch.take(outs[i].shape, self._output_dtype(n, scalar))
+            buf = self._scratch.take(outs[i].shape, out_dtypes[i])
             if g is None:
                 buf.zero_()
             else:
                 buf.copy_(g)
-            seeds[n] = buf
+            adj[n] = buf
             scratch.append(buf)
-        seed_ret = grads[-1].item() if self.ret_diff else None
-        adjoints: list[torch.Tensor] = []
-        for w in k.adjoints:
-            p = k.by_name[w]
-            if w in seeds:
-                adjoints.append(seeds[w])
-            elif p.pointer:
-                adjoints.append(torch.zeros_like(bufs[w]))
-            else:
-                adjoints.append(torch.zeros((), dtype=k.dtype_of(p, scalar)))
         call = list(rec.args)
         if self.has_ret:
-            call.append(seed_ret if seed_ret is not None else 0)
+            call.append(grads[-1].item() if self.ret_diff else 0)
+        adjoints = [adj[w] for w in k.adjoints]
         call += [a.data_ptr() for a in adjoints]
-        k.binding("reverse_sweep", scalar)(*call, rec.tape)
+        call.append(rec.tape)
+        k.binding("reverse_sweep", scalar)(*call)
         for buf in scratch:
-            self._scratch.give(buf)
+            self._scratch.give(buf, self._zero_pool and self._seed_zeroed(buf))
         for buf, values in kept:
             # A raw copy back: net unchanged, and the version counter (checked by autograd for
             # saved tensors) is not bumped.
             ctypes.memmove(buf.data_ptr(), values.data_ptr(), buf.numel() * buf.element_size())
-        by_w = dict(zip(k.adjoints, adjoints))
-        res = []
-        for i in self.diff_in:
-            n = self.inputs[i]
-            res.append(by_w[n])
+        res = [adjoints[j] for j in self._res_adj_index]
         return res[0] if len(res) == 1 else tuple(res)
+
+    def _seed_zeroed(self, buf: torch.Tensor) -> bool:
+        """Whether a seed the sweep just consumed is all zero: checked on the first seed of each
+        (shape, dtype); a failed check turns the zero pool off for this op."""
+        key = (tuple(buf.shape), buf.dtype)
+        if key in self._zero_checked:
+            return True
+        if bool(buf.any()):
+            self._zero_pool = False
+            return False
+        self._zero_checked.add(key)
+        return True
 
     def _backward_fake(self, *args):
         ins = args[:len(self.inputs)]
@@ -516,11 +621,16 @@ class KernelOp:
             def forward(ctx, *ins):
                 outs, rec = kop._run_forward(ins, record=True)
                 ctx.set_materialize_grads(False)  # a grad that is None seeds zeros in _sweep
+                # The node holds the record and the outputs point to the node: the record must
+                # not hold them (a forward whose backward never runs would leak them through the
+                # cycle); backward gets them from the saved tensors.
+                kop._detach_outputs(rec)
                 ctx.torchclad_record = rec
                 ctx.save_for_backward(*ins, *outs)
-                frozen = [o for o in outs if o.dtype not in floating]
-                if frozen:
-                    ctx.mark_non_differentiable(*frozen)
+                if kop._frozen_outputs:
+                    frozen = [o for o in outs if o.dtype not in floating]
+                    if frozen:
+                        ctx.mark_non_differentiable(*frozen)
                 return outs[0] if len(outs) == 1 else tuple(outs)
 
             @staticmethod
@@ -566,7 +676,11 @@ class _Scratch:
     """Reusable seed buffers of one op's reverse sweeps: a few per (shape, dtype), most recently
     used kept. A sweep zeroes its seeds as it reads them, so they are scratch once it returns;
     reusing them spares an allocation (and, for large ones, the page faults of fresh memory:
-    glibc returns freed heap tops to the OS) per backward."""
+    glibc returns freed heap tops to the OS) per backward.
+
+    Seeds that came back all zero (checked, see ``KernelOp._seed_zeroed``) are kept apart: an
+    input adjoint of the same shape starts from one of them (the sweep accumulates into it)
+    instead of from a fresh zero-filled buffer -- a memory pass fewer per backward."""
 
     _PER_KEY = 2
     _KEYS = 4
@@ -574,28 +688,37 @@ class _Scratch:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.free: dict[tuple, list[torch.Tensor]] = {}
+        self.zero: dict[tuple, list[torch.Tensor]] = {}
 
     def take(self, shape, dtype) -> torch.Tensor:
+        """A buffer of any content."""
         key = (tuple(shape), dtype)
         with self.lock:
-            free = self.free.pop(key, None)
+            free = self.free.get(key) or self.zero.get(key)
             if free:
-                buf = free.pop()
-                self.free[key] = free  # most recently used last
-                return buf
-            if free is not None:
-                self.free[key] = free
+                return free.pop()
         return torch.empty(key[0], dtype=dtype)
 
-    def give(self, buf: torch.Tensor) -> None:
-        key = (tuple(buf.shape), buf.dtype)
+    def take_zeroed(self, shape, dtype) -> torch.Tensor:
+        """A zero-filled buffer (from the zero pool, else a fresh one)."""
+        key = (tuple(shape), dtype)
         with self.lock:
-            free = self.free.pop(key, [])
+            zero = self.zero.get(key)
+            if zero:
+                return zero.pop()
+        return torch.zeros(key[0], dtype=dtype)
+
+    def give(self, buf: torch.Tensor, zeroed: bool = False) -> None:
+        key = (tuple(buf.shape), buf.dtype)
+        pool = self.zero if zeroed else self.free
+        with self.lock:
+            free = pool.get(key)
+            if free is None:
+                free = pool[key] = []
+                while len(pool) > self._KEYS:
+                    del pool[next(iter(pool))]
             if len(free) < self._PER_KEY:
                 free.append(buf)
-            self.free[key] = free
-            while len(self.free) > self._KEYS:
-                del self.free[next(iter(self.free))]
 
 
 def _plain_call(ins) -> bool:

@@ -19,8 +19,9 @@
 // preatt and att are marked TORCHCLAD_WRITE_ONCE (each element written once per call, read only
 // after): the engine cannot prove by itself that rows written for different (b, h, t) never
 // overlap, and would otherwise tape every element it writes (docs/ENGINE_REQUESTS.md nn-4).
-// With the mark the tape holds two values per row, its max and its sum of exps, and one per
-// (t, s) pair (the probability read into a local for the weighted sum, below).
+// With the mark the tape holds two values per row, its argmax and its sum of exps; the sweep
+// reads the probabilities back from att (both the local `as` below and the exp's derivative:
+// a probability is written as exp(score - max - log(sum)), whose derivative is itself).
 //
 // Written for the engine and the vectoriser (the generated reverse sweep runs in backward):
 // - Each score q . k is summed in 16 lanes over the head's channels (lane j sees channels j,
@@ -70,8 +71,8 @@ void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRIT
                 }
                 for (int s = t + 1; s < Tn; s++) pre[s] = T(0);
                 // softmax, shifted by the row max so that exp never overflows (detached: no
-                // derivative through the shift); each probability written once (no in-place
-                // normalisation)
+                // derivative through the shift); each probability written once, as one exp
+                // (no in-place normalisation; the sweep reads it back instead of an exp)
                 T mx = torchclad::detach(pre[smax]);
                 int n = t + 1;
                 int sb = n / 32;
@@ -83,8 +84,8 @@ void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRIT
                 T sum = 0;
                 for (int s = sb * 32; s < n; s++) sum += std::exp(pre[s] - mx);
                 for (int j = 0; j < 32; j++) sum += e[j];
-                T inv = T(1) / sum;
-                for (int s = 0; s < n; s++) a[s] = std::exp(pre[s] - mx) * inv;
+                T ls = std::log(sum);
+                for (int s = 0; s < n; s++) a[s] = std::exp(pre[s] - mx - ls);
                 for (int s = n; s < Tn; s++) a[s] = T(0);
                 // weighted sum of the values, position-major so the inner loop is contiguous
                 T* o = out + (b * Tn + t) * C + h * hs;

@@ -4,9 +4,11 @@
 // the softmax dimension last and makes the input contiguous).
 //
 // void softmax_forward(T* out, const T* inp, int N, int C)
-//   inp (N, C) -> out (N, C),  out[n, i] = exp(x_i - max_j x_j) / sum_j exp(x_j - max_j x_j)
-//   Each output is written once, in one pass after the max and the sum (no in-place
-//   normalisation), so nothing but the row's argmax and sum goes on the tape.
+//   inp (N, C) -> out (N, C),  out[n, i] = exp(x_i - m - log sum_j exp(x_j - m)), m = max_j x_j
+//   Each output is written once, as one exp, in one pass after the max and the sum (no in-place
+//   normalisation; `out` is TORCHCLAD_WRITE_ONCE), so nothing but the row's argmax and sum goes
+//   on the tape, and the sweep reads the probabilities back from `out` (the derivative of exp
+//   is its result) instead of computing them again.
 //   Differentiated w.r.t. inp. A row of all -inf gives nan, like torch.
 //   The row loop is OpenMP-parallel in the forward (the engine keeps the per-row argmax and sum
 //   in per-row slots); the engine keeps the generated reverse loop serial.
@@ -20,7 +22,7 @@
 #include <cmath>
 
 template <typename T>
-void softmax_forward(T* out, const T* inp, int N, int C) {
+void softmax_forward(T* TORCHCLAD_WRITE_ONCE out, const T* inp, int N, int C) {
     #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const T* x = inp + n * C;
@@ -54,7 +56,7 @@ void softmax_forward(T* out, const T* inp, int N, int C) {
         T sum = 0;
         for (int i = nb * 64; i < C; i++) sum += std::exp(x[i] - mx);
         for (int j = 0; j < 64; j++) sum += a[j];
-        T inv = T(1) / sum;
-        for (int i = 0; i < C; i++) o[i] = std::exp(x[i] - mx) * inv;
+        T ls = std::log(sum);
+        for (int i = 0; i < C; i++) o[i] = std::exp(x[i] - mx - ls);
     }
 }

@@ -551,6 +551,17 @@ CASES: list[Case] = [
     _c("ckpt_two_level", "ckpt_two_level.cpp", "ckpt_two_level",
        {"a": a(3), "x0": s(0.2, 0.8), "outer": i(5), "inner": i(6)},
        tags=["checkpoint", "nested checkpoints", "local array state"]),
+    # ---- reverse loop order, fixed-lane reductions, stored results (opt/loop_order.py) ------
+    _c("order_recurrence", "order_recurrence.cpp", "order_recurrence", {"y": a(6), "w": a(6), "n": i(6)},
+       wrt=["y", "w"], outputs=["y"], tags=["reverse loop order", "recurrence through memory"]),
+    _c("order_resets", "order_resets.cpp", "order_resets", {"out": a(11), "x": a(5), "n": i(5)},
+       outputs=["out"], tags=["reverse loop order", "element overwritten every iteration", "strided writes"]),
+    _c("order_lanes", "order_lanes.cpp", "order_lanes", {"z": a(37), "x": a(37), "a": s(), "b": s(-0.5, 0.5), "n": i(37)},
+       outputs=["z"], tags=["reverse loop order", "fixed-lane reduction", "remainder"]),
+    _c("order_lanes_short", "order_lanes.cpp", "order_lanes", {"z": a(5), "x": a(5), "a": s(), "b": s(-0.5, 0.5), "n": i(5)},
+       outputs=["z"], tags=["fixed-lane reduction", "remainder only"]),
+    _c("stored_result", "stored_result.cpp", "stored_result", {"out": a(12), "x": a(4), "n": i(4)},
+       outputs=["out"], tags=["TORCHCLAD_WRITE_ONCE", "result read back (exp, tanh)", "local re-read"]),
 ]
 
 CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CASES}

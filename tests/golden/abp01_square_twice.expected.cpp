@@ -10,6 +10,7 @@ void abp01_square_twice_pullback(double x, int n, double _d_y, double* _d_x) {
     }
     double _d_s = double(0);
     _d_s += _d_y;
+    double _acc0 = double(0);
     for (int i = n; i-- > 0; ) {
         double v = _tape.pop<double>();
         double _d_v = double(0);
@@ -24,7 +25,10 @@ void abp01_square_twice_pullback(double x, int n, double _d_y, double* _d_x) {
         v = _tape.pop<double>();
         _d_v += _r_d0 * v;
         _d_v += v * _r_d0;
-        *_d_x += _d_v;
+        _acc0 += _d_v;
+    }
+    if (_acc0 != double(0)) {
+        *_d_x += _acc0;
     }
 }
 
@@ -49,6 +53,7 @@ double abp01_square_twice_reverse_forw(double x, int n, torchclad::Tape& _tape) 
 void abp01_square_twice_reverse_sweep(double x, int n, double _d_y, double* _d_x, torchclad::Tape& _tape) {
     double _d_s = double(0);
     _d_s += _d_y;
+    double _acc0 = double(0);
     for (int i = n; i-- > 0; ) {
         double v = _tape.pop<double>();
         double _d_v = double(0);
@@ -63,6 +68,9 @@ void abp01_square_twice_reverse_sweep(double x, int n, double _d_y, double* _d_x
         v = _tape.pop<double>();
         _d_v += _r_d0 * v;
         _d_v += v * _r_d0;
-        *_d_x += _d_v;
+        _acc0 += _d_v;
+    }
+    if (_acc0 != double(0)) {
+        *_d_x += _acc0;
     }
 }

@@ -53,6 +53,7 @@ void call_chain_pullback(const double* x, int n, double w, double _d_y, double* 
     g_reverse_sweep(s, w, _r_d1, &_r2, &_r3, _tape);
     _d_s += _r2;
     *_d_w += _r3;
+    double _acc0 = double(0);
     for (int i = n; i-- > 0; ) {
         double _call0 = _tape.pop<double>();
         double _d__call0 = double(0);
@@ -64,7 +65,10 @@ void call_chain_pullback(const double* x, int n, double w, double _d_y, double* 
         double _r1 = double(0);
         g_reverse_sweep(x[i], w, _r_d0, &_r0, &_r1, _tape);
         _d_x[i] += _r0;
-        *_d_w += _r1;
+        _acc0 += _r1;
+    }
+    if (_acc0 != double(0)) {
+        *_d_w += _acc0;
     }
 }
 
@@ -96,6 +100,7 @@ void call_chain_reverse_sweep(const double* x, int n, double w, double _d_y, dou
     g_reverse_sweep(s, w, _r_d1, &_r2, &_r3, _tape);
     _d_s += _r2;
     *_d_w += _r3;
+    double _acc0 = double(0);
     for (int i = n; i-- > 0; ) {
         double _call0 = _tape.pop<double>();
         double _d__call0 = double(0);
@@ -107,6 +112,9 @@ void call_chain_reverse_sweep(const double* x, int n, double w, double _d_y, dou
         double _r1 = double(0);
         g_reverse_sweep(x[i], w, _r_d0, &_r0, &_r1, _tape);
         _d_x[i] += _r0;
-        *_d_w += _r1;
+        _acc0 += _r1;
+    }
+    if (_acc0 != double(0)) {
+        *_d_w += _acc0;
     }
 }

@@ -21,9 +21,27 @@ void axpy_reverse_forw(int n, double a, const double* x, double* y, torchclad::T
 }
 
 void axpy_reverse_sweep(int n, double a, const double* x, double* y, double* _d_a, double* _d_x, double* _d_y, torchclad::Tape& _tape) {
-    for (int i = n; i-- > 0; ) {
-        *_d_a += _d_y[i] * x[i];
-        _d_x[i] += a * _d_y[i];
+    double _acc0 = double(0);
+    {
+        double _lane0[16] = {};
+        int _ib0 = 0;
+        for (; _ib0 + 16 <= n; _ib0 += 16) {
+            for (int _j0 = 0; _j0 < 16; ++_j0) {
+                int i = _ib0 + _j0;
+                _lane0[_j0] += _d_y[i] * x[i];
+                _d_x[i] += a * _d_y[i];
+            }
+        }
+        for (int i = _ib0; i < n; ++i) {
+            _acc0 += _d_y[i] * x[i];
+            _d_x[i] += a * _d_y[i];
+        }
+        for (int _j0 = 0; _j0 < 16; ++_j0) {
+            _acc0 += _lane0[_j0];
+        }
+    }
+    if (_acc0 != double(0)) {
+        *_d_a += _acc0;
     }
 }
 

@@ -42,24 +42,36 @@ void ckpt_leapfrog_pullback(double* q, double* p, const double* k, int n, int st
                 }
             }
             for (int s = static_cast<int>(_cp_e1); s-- > static_cast<int>(_cp_s1); ) {
+                double _acc0 = double(0);
                 for (int j = n; j-- > 0; ) {
                     p[j] = _tape.pop<double>();
                     const double _cse0 = std::sin(q[j]);
-                    *_d_h += 0.5 * (-_d_p[j] * _cse0 * k[j]);
+                    _acc0 += 0.5 * (-_d_p[j] * _cse0 * k[j]);
                     _d_k[j] += 0.5 * h * (-_d_p[j] * _cse0);
                     _d_q[j] += (0.5 * h * k[j] * -_d_p[j]) * std::cos(q[j]);
                 }
+                if (_acc0 != double(0)) {
+                    *_d_h += _acc0;
+                }
+                double _acc1 = double(0);
                 for (int j = n; j-- > 0; ) {
                     q[j] = _tape.pop<double>();
-                    *_d_h += _d_q[j] * p[j];
+                    _acc1 += _d_q[j] * p[j];
                     _d_p[j] += h * _d_q[j];
                 }
+                if (_acc1 != double(0)) {
+                    *_d_h += _acc1;
+                }
+                double _acc2 = double(0);
                 for (int j = n; j-- > 0; ) {
                     p[j] = _tape.pop<double>();
                     const double _cse1 = std::sin(q[j]);
-                    *_d_h += 0.5 * (-_d_p[j] * _cse1 * k[j]);
+                    _acc2 += 0.5 * (-_d_p[j] * _cse1 * k[j]);
                     _d_k[j] += 0.5 * h * (-_d_p[j] * _cse1);
                     _d_q[j] += (0.5 * h * k[j] * -_d_p[j]) * std::cos(q[j]);
+                }
+                if (_acc2 != double(0)) {
+                    *_d_h += _acc2;
                 }
             }
         }
@@ -112,24 +124,36 @@ void ckpt_leapfrog_reverse_sweep(double* q, double* p, const double* k, int n, i
                 }
             }
             for (int s = static_cast<int>(_cp_e0); s-- > static_cast<int>(_cp_s0); ) {
+                double _acc0 = double(0);
                 for (int j = n; j-- > 0; ) {
                     p[j] = _tape.pop<double>();
                     const double _cse0 = std::sin(q[j]);
-                    *_d_h += 0.5 * (-_d_p[j] * _cse0 * k[j]);
+                    _acc0 += 0.5 * (-_d_p[j] * _cse0 * k[j]);
                     _d_k[j] += 0.5 * h * (-_d_p[j] * _cse0);
                     _d_q[j] += (0.5 * h * k[j] * -_d_p[j]) * std::cos(q[j]);
                 }
+                if (_acc0 != double(0)) {
+                    *_d_h += _acc0;
+                }
+                double _acc1 = double(0);
                 for (int j = n; j-- > 0; ) {
                     q[j] = _tape.pop<double>();
-                    *_d_h += _d_q[j] * p[j];
+                    _acc1 += _d_q[j] * p[j];
                     _d_p[j] += h * _d_q[j];
                 }
+                if (_acc1 != double(0)) {
+                    *_d_h += _acc1;
+                }
+                double _acc2 = double(0);
                 for (int j = n; j-- > 0; ) {
                     p[j] = _tape.pop<double>();
                     const double _cse1 = std::sin(q[j]);
-                    *_d_h += 0.5 * (-_d_p[j] * _cse1 * k[j]);
+                    _acc2 += 0.5 * (-_d_p[j] * _cse1 * k[j]);
                     _d_k[j] += 0.5 * h * (-_d_p[j] * _cse1);
                     _d_q[j] += (0.5 * h * k[j] * -_d_p[j]) * std::cos(q[j]);
+                }
+                if (_acc2 != double(0)) {
+                    *_d_h += _acc2;
                 }
             }
         }

@@ -58,12 +58,12 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                 T* o = out + (b * L + t) * C + h * hs;
                 T _d_mx = T(0);
                 T _d_sum = T(0);
-                for (int i = hs; i-- > 0; ) {
+                for (int i = 0; i < hs; ++i) {
                     T _d_acc = T(0);
                     T _r_d4 = _d_out[o - out + i];
                     _d_out[o - out + i] = 0;
                     _d_acc += _r_d4;
-                    for (int s = t + 1; s-- > 0; ) {
+                    for (int s = 0; s < t + 1; ++s) {
                         _d_att[w - att + s] += _d_acc * base[s * 3 * C + 2 * C + h * hs + i];
                         _d_inp[base - inp + (s * 3 * C + 2 * C + h * hs + i)] += w[s] * _d_acc;
                     }
@@ -102,7 +102,7 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                     _d_preatt[pre - preatt + s] = 0;
                     pre[s] = _tape.pop<T>();
                     _d_dot += _r_d0 * scale;
-                    for (int i = hs; i-- > 0; ) {
+                    for (int i = 0; i < hs; ++i) {
                         _d_inp[base - inp + (t * 3 * C + h * hs + i)] += _d_dot * base[s * 3 * C + C + h * hs + i];
                         _d_inp[base - inp + (s * 3 * C + C + h * hs + i)] += base[t * 3 * C + h * hs + i] * _d_dot;
                     }
@@ -177,12 +177,12 @@ void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, 
                 T* o = out + (b * L + t) * C + h * hs;
                 T _d_mx = T(0);
                 T _d_sum = T(0);
-                for (int i = hs; i-- > 0; ) {
+                for (int i = 0; i < hs; ++i) {
                     T _d_acc = T(0);
                     T _r_d4 = _d_out[o - out + i];
                     _d_out[o - out + i] = 0;
                     _d_acc += _r_d4;
-                    for (int s = t + 1; s-- > 0; ) {
+                    for (int s = 0; s < t + 1; ++s) {
                         _d_att[w - att + s] += _d_acc * base[s * 3 * C + 2 * C + h * hs + i];
                         _d_inp[base - inp + (s * 3 * C + 2 * C + h * hs + i)] += w[s] * _d_acc;
                     }
@@ -221,7 +221,7 @@ void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, 
                     _d_preatt[pre - preatt + s] = 0;
                     pre[s] = _tape.pop<T>();
                     _d_dot += _r_d0 * scale;
-                    for (int i = hs; i-- > 0; ) {
+                    for (int i = 0; i < hs; ++i) {
                         _d_inp[base - inp + (t * 3 * C + h * hs + i)] += _d_dot * base[s * 3 * C + C + h * hs + i];
                         _d_inp[base - inp + (s * 3 * C + C + h * hs + i)] += base[t * 3 * C + h * hs + i] * _d_dot;
                     }

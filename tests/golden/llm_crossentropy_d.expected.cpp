@@ -29,10 +29,25 @@ void crossentropy_forward_d_pullback(double* losses, const double* logits, const
             _d_mx += _r_d1;
             _d_se += _r_d1 / se;
             _d_logits[z - logits + targets[b * T + t]] += -_r_d1;
-            for (int j = V; j-- > 0; ) {
-                const double _cse0 = std::exp(z[j] - mx);
-                _d_logits[z - logits + j] += _d_se * _cse0;
-                _d_mx += -(_d_se * _cse0);
+            {
+                double _lane0[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int j = _ib0 + _j0;
+                        const double _cse0 = std::exp(z[j] - mx);
+                        _d_logits[z - logits + j] += _d_se * _cse0;
+                        _lane0[_j0] += -(_d_se * _cse0);
+                    }
+                }
+                for (int j = _ib0; j < V; ++j) {
+                    const double _cse0 = std::exp(z[j] - mx);
+                    _d_logits[z - logits + j] += _d_se * _cse0;
+                    _d_mx += -(_d_se * _cse0);
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_mx += _lane0[_j0];
+                }
             }
             for (int j = V; j-- > 1; ) {
                 double _r_d0 = _d_mx;
@@ -82,10 +97,25 @@ void crossentropy_forward_d_reverse_sweep(double* losses, const double* logits, 
             _d_mx += _r_d1;
             _d_se += _r_d1 / se;
             _d_logits[z - logits + targets[b * T + t]] += -_r_d1;
-            for (int j = V; j-- > 0; ) {
-                const double _cse0 = std::exp(z[j] - mx);
-                _d_logits[z - logits + j] += _d_se * _cse0;
-                _d_mx += -(_d_se * _cse0);
+            {
+                double _lane0[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int j = _ib0 + _j0;
+                        const double _cse0 = std::exp(z[j] - mx);
+                        _d_logits[z - logits + j] += _d_se * _cse0;
+                        _lane0[_j0] += -(_d_se * _cse0);
+                    }
+                }
+                for (int j = _ib0; j < V; ++j) {
+                    const double _cse0 = std::exp(z[j] - mx);
+                    _d_logits[z - logits + j] += _d_se * _cse0;
+                    _d_mx += -(_d_se * _cse0);
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_mx += _lane0[_j0];
+                }
             }
             for (int j = V; j-- > 1; ) {
                 double _r_d0 = _d_mx;

@@ -45,31 +45,71 @@ void layernorm_forward_t_pullback(T* out, T* mean, T* rstd, const T* inp, const 
             T _r_d2 = _d_mean[b * L + l];
             _d_mean[b * L + l] = 0;
             _d_mu += _r_d2;
-            for (int i = C; i-- > 0; ) {
-                T xhat = (x[i] - mu) * rs;
-                T _d_xhat = T(0);
-                T _r_d1 = _d_out[o - out + i];
-                _d_out[o - out + i] = 0;
-                _d_xhat += _r_d1 * gamma[i];
-                _d_gamma[i] += xhat * _r_d1;
-                _d_beta[i] += _r_d1;
-                _d_inp[x - inp + i] += _d_xhat * rs;
-                _d_mu += -(_d_xhat * rs);
-                _d_rs += (x[i] - mu) * _d_xhat;
+            {
+                T _lane0[16] = {};
+                T _lane0_1[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= C; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int i = _ib0 + _j0;
+                        T xhat = (x[i] - mu) * rs;
+                        T _d_xhat = T(0);
+                        T _r_d1 = _d_out[o - out + i];
+                        _d_out[o - out + i] = 0;
+                        _d_xhat += _r_d1 * gamma[i];
+                        _d_gamma[i] += xhat * _r_d1;
+                        _d_beta[i] += _r_d1;
+                        _d_inp[x - inp + i] += _d_xhat * rs;
+                        _lane0[_j0] += -(_d_xhat * rs);
+                        _lane0_1[_j0] += (x[i] - mu) * _d_xhat;
+                    }
+                }
+                for (int i = _ib0; i < C; ++i) {
+                    T xhat = (x[i] - mu) * rs;
+                    T _d_xhat = T(0);
+                    T _r_d1 = _d_out[o - out + i];
+                    _d_out[o - out + i] = 0;
+                    _d_xhat += _r_d1 * gamma[i];
+                    _d_gamma[i] += xhat * _r_d1;
+                    _d_beta[i] += _r_d1;
+                    _d_inp[x - inp + i] += _d_xhat * rs;
+                    _d_mu += -(_d_xhat * rs);
+                    _d_rs += (x[i] - mu) * _d_xhat;
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_mu += _lane0[_j0];
+                    _d_rs += _lane0_1[_j0];
+                }
             }
             const T _cse0 = std::sqrt(var + eps);
             _d_var += (-_d_rs * T(1) / (_cse0 * _cse0)) * ::torchclad::rt::d_sqrt(_cse0);
             T _r_d0 = _d_var;
             _d_var = 0;
             _d_var += _r_d0 / C;
-            for (int i = C; i-- > 0; ) {
-                _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                _d_mu += -(_d_var * (x[i] - mu));
-                _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                _d_mu += -((x[i] - mu) * _d_var);
+            {
+                T _lane1[16] = {};
+                int _ib1 = 0;
+                for (; _ib1 + 16 <= C; _ib1 += 16) {
+                    for (int _j1 = 0; _j1 < 16; ++_j1) {
+                        int i = _ib1 + _j1;
+                        _d_inp[x - inp + i] += _d_var * (x[i] - mu);
+                        _lane1[_j1] += -(_d_var * (x[i] - mu));
+                        _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
+                        _lane1[_j1] += -((x[i] - mu) * _d_var);
+                    }
+                }
+                for (int i = _ib1; i < C; ++i) {
+                    _d_inp[x - inp + i] += _d_var * (x[i] - mu);
+                    _d_mu += -(_d_var * (x[i] - mu));
+                    _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
+                    _d_mu += -((x[i] - mu) * _d_var);
+                }
+                for (int _j1 = 0; _j1 < 16; ++_j1) {
+                    _d_mu += _lane1[_j1];
+                }
             }
             _d_sum += _d_mu / C;
-            for (int i = C; i-- > 0; ) {
+            for (int i = 0; i < C; ++i) {
                 _d_inp[x - inp + i] += _d_sum;
             }
         }
@@ -127,31 +167,71 @@ void layernorm_forward_t_reverse_sweep(T* out, T* mean, T* rstd, const T* inp, c
             T _r_d2 = _d_mean[b * L + l];
             _d_mean[b * L + l] = 0;
             _d_mu += _r_d2;
-            for (int i = C; i-- > 0; ) {
-                T xhat = (x[i] - mu) * rs;
-                T _d_xhat = T(0);
-                T _r_d1 = _d_out[o - out + i];
-                _d_out[o - out + i] = 0;
-                _d_xhat += _r_d1 * gamma[i];
-                _d_gamma[i] += xhat * _r_d1;
-                _d_beta[i] += _r_d1;
-                _d_inp[x - inp + i] += _d_xhat * rs;
-                _d_mu += -(_d_xhat * rs);
-                _d_rs += (x[i] - mu) * _d_xhat;
+            {
+                T _lane0[16] = {};
+                T _lane0_1[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= C; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int i = _ib0 + _j0;
+                        T xhat = (x[i] - mu) * rs;
+                        T _d_xhat = T(0);
+                        T _r_d1 = _d_out[o - out + i];
+                        _d_out[o - out + i] = 0;
+                        _d_xhat += _r_d1 * gamma[i];
+                        _d_gamma[i] += xhat * _r_d1;
+                        _d_beta[i] += _r_d1;
+                        _d_inp[x - inp + i] += _d_xhat * rs;
+                        _lane0[_j0] += -(_d_xhat * rs);
+                        _lane0_1[_j0] += (x[i] - mu) * _d_xhat;
+                    }
+                }
+                for (int i = _ib0; i < C; ++i) {
+                    T xhat = (x[i] - mu) * rs;
+                    T _d_xhat = T(0);
+                    T _r_d1 = _d_out[o - out + i];
+                    _d_out[o - out + i] = 0;
+                    _d_xhat += _r_d1 * gamma[i];
+                    _d_gamma[i] += xhat * _r_d1;
+                    _d_beta[i] += _r_d1;
+                    _d_inp[x - inp + i] += _d_xhat * rs;
+                    _d_mu += -(_d_xhat * rs);
+                    _d_rs += (x[i] - mu) * _d_xhat;
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_mu += _lane0[_j0];
+                    _d_rs += _lane0_1[_j0];
+                }
             }
             const T _cse0 = std::sqrt(var + eps);
             _d_var += (-_d_rs * T(1) / (_cse0 * _cse0)) * ::torchclad::rt::d_sqrt(_cse0);
             T _r_d0 = _d_var;
             _d_var = 0;
             _d_var += _r_d0 / C;
-            for (int i = C; i-- > 0; ) {
-                _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                _d_mu += -(_d_var * (x[i] - mu));
-                _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                _d_mu += -((x[i] - mu) * _d_var);
+            {
+                T _lane1[16] = {};
+                int _ib1 = 0;
+                for (; _ib1 + 16 <= C; _ib1 += 16) {
+                    for (int _j1 = 0; _j1 < 16; ++_j1) {
+                        int i = _ib1 + _j1;
+                        _d_inp[x - inp + i] += _d_var * (x[i] - mu);
+                        _lane1[_j1] += -(_d_var * (x[i] - mu));
+                        _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
+                        _lane1[_j1] += -((x[i] - mu) * _d_var);
+                    }
+                }
+                for (int i = _ib1; i < C; ++i) {
+                    _d_inp[x - inp + i] += _d_var * (x[i] - mu);
+                    _d_mu += -(_d_var * (x[i] - mu));
+                    _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
+                    _d_mu += -((x[i] - mu) * _d_var);
+                }
+                for (int _j1 = 0; _j1 < 16; ++_j1) {
+                    _d_mu += _lane1[_j1];
+                }
             }
             _d_sum += _d_mu / C;
-            for (int i = C; i-- > 0; ) {
+            for (int i = 0; i < C; ++i) {
                 _d_inp[x - inp + i] += _d_sum;
             }
         }

@@ -21,11 +21,11 @@ void local_fixed_array_pullback(const double* x, double _d_y, double* _d_x) {
     buf[2] = _tape.pop<double>();
     _d_acc[0] += _r_d1;
     _d_buf[3] += -_r_d1;
-    for (int i = 3; i-- > 0; ) {
+    for (int i = 0; i < 3; ++i) {
         _d_buf[i] += _d_acc[i] * buf[i + 1];
         _d_buf[i + 1] += buf[i] * _d_acc[i];
     }
-    for (int i = 4; i-- > 0; ) {
+    for (int i = 0; i < 4; ++i) {
         double _r_d0 = _d_buf[i];
         _d_buf[i] = 0;
         _d_x[i] += _r_d0 * x[(i + 1) % 4];
@@ -69,11 +69,11 @@ void local_fixed_array_reverse_sweep(const double* x, double _d_y, double* _d_x,
     buf[2] = _tape.pop<double>();
     _d_acc[0] += _r_d1;
     _d_buf[3] += -_r_d1;
-    for (int i = 3; i-- > 0; ) {
+    for (int i = 0; i < 3; ++i) {
         _d_buf[i] += _d_acc[i] * buf[i + 1];
         _d_buf[i + 1] += buf[i] * _d_acc[i];
     }
-    for (int i = 4; i-- > 0; ) {
+    for (int i = 0; i < 4; ++i) {
         double _r_d0 = _d_buf[i];
         _d_buf[i] = 0;
         _d_x[i] += _r_d0 * x[(i + 1) % 4];

@@ -20,14 +20,31 @@ void pointer_arith_rows_pullback(double* out, const double* inp, const double* s
             const double* x = inp + b * T * C + t * C;
             double* o = out + b * T * C + t * C;
             double _d_ss = double(0);
-            for (int i = C; i-- > 0; ) {
-                double _r_d0 = _d_out[o - out + i];
-                _d_out[o - out + i] = 0;
-                _d_inp[x - inp + i] += _r_d0 / (1.0 + ss) * scale[i];
-                _d_scale[i] += x[i] * (_r_d0 / (1.0 + ss));
-                _d_ss += -_r_d0 * (x[i] * scale[i]) / ((1.0 + ss) * (1.0 + ss));
+            {
+                double _lane0[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= C; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int i = _ib0 + _j0;
+                        double _r_d0 = _d_out[o - out + i];
+                        _d_out[o - out + i] = 0;
+                        _d_inp[x - inp + i] += _r_d0 / (1.0 + ss) * scale[i];
+                        _d_scale[i] += x[i] * (_r_d0 / (1.0 + ss));
+                        _lane0[_j0] += -_r_d0 * (x[i] * scale[i]) / ((1.0 + ss) * (1.0 + ss));
+                    }
+                }
+                for (int i = _ib0; i < C; ++i) {
+                    double _r_d0 = _d_out[o - out + i];
+                    _d_out[o - out + i] = 0;
+                    _d_inp[x - inp + i] += _r_d0 / (1.0 + ss) * scale[i];
+                    _d_scale[i] += x[i] * (_r_d0 / (1.0 + ss));
+                    _d_ss += -_r_d0 * (x[i] * scale[i]) / ((1.0 + ss) * (1.0 + ss));
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_ss += _lane0[_j0];
+                }
             }
-            for (int i = C; i-- > 0; ) {
+            for (int i = 0; i < C; ++i) {
                 _d_inp[x - inp + i] += _d_ss * x[i];
                 _d_inp[x - inp + i] += x[i] * _d_ss;
             }
@@ -59,14 +76,31 @@ void pointer_arith_rows_reverse_sweep(double* out, const double* inp, const doub
             const double* x = inp + b * T * C + t * C;
             double* o = out + b * T * C + t * C;
             double _d_ss = double(0);
-            for (int i = C; i-- > 0; ) {
-                double _r_d0 = _d_out[o - out + i];
-                _d_out[o - out + i] = 0;
-                _d_inp[x - inp + i] += _r_d0 / (1.0 + ss) * scale[i];
-                _d_scale[i] += x[i] * (_r_d0 / (1.0 + ss));
-                _d_ss += -_r_d0 * (x[i] * scale[i]) / ((1.0 + ss) * (1.0 + ss));
+            {
+                double _lane0[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= C; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int i = _ib0 + _j0;
+                        double _r_d0 = _d_out[o - out + i];
+                        _d_out[o - out + i] = 0;
+                        _d_inp[x - inp + i] += _r_d0 / (1.0 + ss) * scale[i];
+                        _d_scale[i] += x[i] * (_r_d0 / (1.0 + ss));
+                        _lane0[_j0] += -_r_d0 * (x[i] * scale[i]) / ((1.0 + ss) * (1.0 + ss));
+                    }
+                }
+                for (int i = _ib0; i < C; ++i) {
+                    double _r_d0 = _d_out[o - out + i];
+                    _d_out[o - out + i] = 0;
+                    _d_inp[x - inp + i] += _r_d0 / (1.0 + ss) * scale[i];
+                    _d_scale[i] += x[i] * (_r_d0 / (1.0 + ss));
+                    _d_ss += -_r_d0 * (x[i] * scale[i]) / ((1.0 + ss) * (1.0 + ss));
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_ss += _lane0[_j0];
+                }
             }
-            for (int i = C; i-- > 0; ) {
+            for (int i = 0; i < C; ++i) {
                 _d_inp[x - inp + i] += _d_ss * x[i];
                 _d_inp[x - inp + i] += x[i] * _d_ss;
             }

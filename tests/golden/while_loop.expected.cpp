@@ -27,23 +27,31 @@ void while_loop_pullback(const double* x, int n, double a, double _d_y, double* 
     double _d_s = double(0);
     _d_s += _d_y;
     {
+        double _acc0 = double(0);
         for (unsigned long _t2 = _tape.pop<unsigned long>(); _t2; --_t2) {
             ++i;
             s = _tape.pop<double>();
             _d_x[i] += _d_s * a;
-            *_d_a += x[i] * _d_s;
+            _acc0 += x[i] * _d_s;
+        }
+        if (_acc0 != double(0)) {
+            *_d_a += _acc0;
         }
     }
     i = _tape.pop<int>();
     {
+        double _acc1 = double(0);
         for (unsigned long _t3 = _tape.pop<unsigned long>(); _t3; --_t3) {
             i -= 2;
             double _r_d0 = _d_s;
             _d_s = 0;
             s = _tape.pop<double>();
             _d_s += _r_d0 * a;
-            *_d_a += s * _r_d0;
+            _acc1 += s * _r_d0;
             _d_x[i] += _r_d0;
+        }
+        if (_acc1 != double(0)) {
+            *_d_a += _acc1;
         }
     }
 }
@@ -88,23 +96,31 @@ void while_loop_reverse_sweep(const double* x, int n, double a, double _d_y, dou
     double _d_s = double(0);
     _d_s += _d_y;
     {
+        double _acc0 = double(0);
         for (unsigned long _t0 = _tape.pop<unsigned long>(); _t0; --_t0) {
             ++i;
             s = _tape.pop<double>();
             _d_x[i] += _d_s * a;
-            *_d_a += x[i] * _d_s;
+            _acc0 += x[i] * _d_s;
+        }
+        if (_acc0 != double(0)) {
+            *_d_a += _acc0;
         }
     }
     i = _tape.pop<int>();
     {
+        double _acc1 = double(0);
         for (unsigned long _t1 = _tape.pop<unsigned long>(); _t1; --_t1) {
             i -= 2;
             double _r_d0 = _d_s;
             _d_s = 0;
             s = _tape.pop<double>();
             _d_s += _r_d0 * a;
-            *_d_a += s * _r_d0;
+            _acc1 += s * _r_d0;
             _d_x[i] += _r_d0;
+        }
+        if (_acc1 != double(0)) {
+            *_d_a += _acc1;
         }
     }
 }

@@ -16,8 +16,10 @@ from .analysis import tbr
 from .emit import cpp
 from .errors import DiffError
 from .frontend.lower import lower_source
+from .opt.loop_order import forward_order
+from .opt.promote import _derived as promote_derived
 from .opt.promote import promote_accumulations
-from .opt.simplify import cse_calls, dead_code
+from .opt.simplify import cse_calls, dead_code, dead_resets
 from .reverse import checkpoint
 from .reverse.assemble import Assembler
 from .reverse.normalize import normalize
@@ -59,6 +61,12 @@ class Derivative:
     source: str = field(repr=False, default="")
     filename: str = "kernel.cpp"
     report: str = field(repr=False, default="")
+    # Whether a reverse sweep (this function's or a callee's) may write primal memory the
+    # caller passed in, i.e. restore values the forward overwrote. False means the sweep
+    # leaves every primal array as the forward left it (custom pullbacks are trusted to write
+    # adjoints only, Clad's convention). The bridge uses it to decide whether outputs need a
+    # copy around the sweep.
+    sweep_writes_primal: bool = True
 
     @property
     def code(self) -> str:
@@ -107,6 +115,7 @@ class Engine:
         self.in_progress: list = []
         self.callee_cache: dict = {}
         self.callee_deps: dict = {}        # callee key -> names of the functions it needs
+        self.sweep_writes: dict = {}       # generated *_reverse_sweep name -> writes primal?
         self.needed: list = []             # stack: names the function being generated needs
 
     def log(self, stage: str, text: str):
@@ -171,6 +180,7 @@ class Engine:
         else:
             need = self._generate(fn, wrt_vars, outputs, adjoints, top=True, base=name)
         funcs = tuple((n, self.generated[n]) for n in self.order if n in need)
+        writes = any(self.sweep_writes.get(n, False) for n, _ in funcs)
         src = dict(zip((p.uid for p in fn.params), fn.source_names or
                        tuple(p.name for p in fn.params)))
         return Derivative(
@@ -178,7 +188,7 @@ class Engine:
             return_type=ParamInfo("", fn.ret.base, 0, False, fn.ret.real, fn.template),
             wrt=tuple(src[p.uid] for p in wrt_vars), adjoints=tuple(src[p.uid] for p in adjoints),
             template_params=fn.template, functions=funcs, source=self.source,
-            filename=self.filename)
+            filename=self.filename, sweep_writes_primal=writes)
 
     def request_callee(self, name: str, mask: tuple, loc, custom: bool) -> Callee:
         if custom:
@@ -286,14 +296,16 @@ class Engine:
         forw_text = cpp.function(base + "_reverse_forw", fn.ret, params + [TAPE_PARAM], fwd, T)
         asm2 = Assembler(rv, rec_split, split=True)
         promote = self._promotion(fn, set(adj_names.values()))
-        rev = promote(dead_code(cse_calls(asm2.rev_block(nfn.body, (), top=True))))
+        rev = promote(dead_resets(dead_code(cse_calls(asm2.rev_block(nfn.body, (), top=True)))))
         sweep_text = cpp.function(base + "_reverse_sweep", ir.VOID,
                                   params + seed + adj_params + [TAPE_PARAM], rev, T)
+        self.sweep_writes[base + "_reverse_sweep"] = self._writes_primal(
+            fn, rev, set(adj_names.values()))
         texts = []
         if top:
             asm3 = Assembler(rv, rec_comb, split=False)
-            body = promote(dead_code(cse_calls(asm3.fwd_block(nfn.body, (), top=True) +
-                                               asm3.rev_block(nfn.body, (), top=True))))
+            body = promote(dead_resets(dead_code(cse_calls(
+                asm3.fwd_block(nfn.body, (), top=True) + asm3.rev_block(nfn.body, (), top=True)))))
             if _uses_tape(body):
                 body = [ir.RawStmt("torchclad::Tape _tape;")] + body
             texts.append((base + "_pullback",
@@ -315,9 +327,53 @@ class Engine:
                 self.order.append(n)
         return {n for n, _ in texts}
 
+    def _writes_primal(self, fn: ir.Function, body, adjoint_roots: set) -> bool:
+        """May the generated sweep `body` of fn write memory other than adjoints and its own
+        local arrays: memory behind fn's pointer parameters, through a pointer derived from
+        one or from the tape, or in a callee's sweep given such a pointer? True when unsure."""
+        locals_ = {x.var.name for s in body for x in ir.walk_stmts(s)
+                   if isinstance(x, ir.Decl) and x.var.type.is_array}
+        safe_roots = set(adjoint_roots) | locals_
+        primal = {p.name for p in fn.params if p.type.is_pointer}
+        safe = set().union(set(), *promote_derived(body, safe_roots).values())
+        unsafe = set().union(set(), *promote_derived(body, primal).values())
+
+        def writable(name: str) -> bool:     # may name primal memory
+            return name not in safe or name in unsafe
+
+        for s in body:
+            for x in ir.walk_stmts(s):
+                if isinstance(x, ir.Assign) and not isinstance(x.target, ir.Var):
+                    r = ir.root_var(x.target)
+                    if r is None or writable(r.name):
+                        return True
+                elif isinstance(x, ir.TapeArray) and x.pop and writable(x.var.name):
+                    return True
+                elif isinstance(x, ir.RawStmt) and any(
+                        writable(n) for n in re.findall(r"[A-Za-z_]\w*", x.text)
+                        if n in primal or n in unsafe):
+                    return True
+                for e in ir.stmt_exprs(x):
+                    for c in ir.walk_expr(e):
+                        if not isinstance(c, ir.Call):
+                            continue
+                        callee = ir.call_name(c.fn)
+                        if callee.endswith("_reverse_sweep"):
+                            if not self.sweep_writes.get(callee, True):
+                                continue      # a callee's sweep that writes adjoints only
+                        elif not (c.user or callee.endswith("_reverse_forw")):
+                            continue          # math, runtime helpers, custom pullbacks
+                        for a in c.args:
+                            if a.type.is_pointer:
+                                r = ir.root_var(a)
+                                if r is None or writable(r.name):
+                                    return True
+        return False
+
     def _promotion(self, fn: ir.Function, roots: set):
-        """The scalar-promotion pass for fn's generated code, or the identity when some call
-        site passes fn two pointers into one array (its adjoints would overlap)."""
+        """The passes that assume fn's adjoint roots do not overlap (scalar promotion, then
+        forward-order reverse loops) for fn's generated code, or the identity when some call
+        site passes fn two pointers into one array."""
         for caller in self.module.functions.values():
             calls = [x for s in ir.walk_stmts(caller.body) for e in ir.stmt_exprs(s)
                      for x in ir.walk_expr(e)
@@ -334,7 +390,7 @@ class Engine:
                 uids = [r.uid if r is not None else None for r in seen]
                 if None in uids or len(set(uids)) != len(uids):
                     return lambda stmts: stmts
-        return lambda stmts: promote_accumulations(stmts, roots)
+        return lambda stmts: forward_order(promote_accumulations(stmts, roots), roots)
 
     def _generate_custom(self, fn: ir.Function, adjoints: tuple):
         """A requested function with a clad::custom_derivatives pullback: the split pair and

@@ -9,31 +9,18 @@ extension stores them as JSON and calls :func:`loads` when it is imported.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 __all__ = ["Param", "Signature", "dumps", "loads", "sweep_restores"]
 
-# A statement of generated code that puts a taped value back into memory the caller can see: an
-# array element or a dereferenced pointer (``p[i] = _tape.pop<T>();``, ``*s = _tape.pop...``), or a
-# whole array (``_tape.pop_array(p, n)``) other than the sweep's own per-iteration slots
-# (``_tape.pop_array(_t3.data(), n)``); an integer update undone in place (``c[k] -= 1``: any
-# compound assignment to an element of an array that is not an adjoint); and any checkpointed
-# loop (its reverse re-runs forward segments). Locals restored the same way match too: the test
-# is conservative.
-_RESTORE = re.compile(r"\]\s*=\s*_tape\.pop\b|^\s*\*\s*\w+\s*=\s*_tape\.pop\b"
-                      r"|_tape\.pop_array\((?!_t\d+\.data\(\))|checkpoint"
-                      r"|(?<![\w.>])(?!_d_)[A-Za-z_]\w*\s*\[[^;\]]*\]\s*[-+*/]=", re.MULTILINE)
-
-
 def sweep_restores(derivative: Any) -> bool:
-    """Whether the reverse sweeps of ``derivative`` (its ``*_reverse_sweep`` functions, callees'
-    included) may write memory the forward wrote, restoring overwritten values -- if not, a sweep
-    leaves the primal outputs as they are and the bridge need not keep a copy of them around it
-    (torchclad.ops). True when unsure."""
-    sweeps = [text for name, text in getattr(derivative, "functions", ()) if "reverse_sweep" in name]
-    return not sweeps or any(_RESTORE.search(text) for text in sweeps)
+    """Whether the reverse sweeps of ``derivative`` (callees' included) may write memory the
+    forward wrote -- restore overwritten values, re-run a checkpointed segment -- so that the
+    bridge must keep a copy of the outputs around a sweep (torchclad.ops). The engine's own
+    answer, ``Derivative.sweep_writes_primal`` (worked out on its IR, checked against the memory
+    for every corpus case); True for anything that does not say."""
+    return bool(getattr(derivative, "sweep_writes_primal", True))
 
 
 @dataclass(frozen=True)

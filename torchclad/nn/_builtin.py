@@ -14,6 +14,7 @@ torch.compile alike), so a kernel never indexes out of bounds.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Optional
 
 import torch
@@ -72,11 +73,17 @@ def _signature(name: str) -> Any:
     return ad.differentiate(source, name, wrt, filename=f"csrc/kernels/{spec.file}")
 
 
-def builtin_op(name: str, *, inputs, outputs, sizes=None) -> KernelOp:
+def builtin_op(name: str, *, inputs, outputs, sizes=None, value_sizes=()) -> KernelOp:
     """The op ``torchclad::<name>`` for built-in kernel ``name`` (every built-in kernel writes
-    each element of its outputs: they are not zero-filled first)."""
+    each element of its outputs: they are not zero-filled first).
+
+    ``value_sizes``: the size functions that look at the values of the inputs (the index
+    checks), run on every call; the others depend on the shapes only and are cached per call
+    signature (``static_sizes`` of :func:`torchclad.ops.make_op`)."""
+    sizes = dict(sizes or {})
     return make_op(Kernel(_signature(name), _extension()), name,
-                   inputs=inputs, outputs=outputs, sizes=sizes, zero_outputs=False)
+                   inputs=inputs, outputs=outputs, sizes=sizes, zero_outputs=False,
+                   static_sizes=[n for n in sizes if n not in value_sizes])
 
 
 def _numel(x):
@@ -190,7 +197,8 @@ def _crossentropy_n(logits, targets):
 crossentropy_op = builtin_op(
     "crossentropy_forward", inputs=["logits", "targets"],
     outputs={"losses": _crossentropy_out},
-    sizes={"N": _crossentropy_n, "C": lambda logits, targets: logits.shape[1]})
+    sizes={"N": _crossentropy_n, "C": lambda logits, targets: logits.shape[1]},
+    value_sizes=("N",))
 crossentropy = crossentropy_op.op  # the custom op; modules call crossentropy_op (its eager fast lane)
 
 
@@ -209,7 +217,8 @@ def _embedding_n(idx, weight):
 embedding_op = builtin_op(
     "embedding_forward", inputs=["idx", "weight"],
     outputs={"out": _embedding_out},
-    sizes={"N": _embedding_n, "C": lambda idx, weight: weight.shape[1]})
+    sizes={"N": _embedding_n, "C": lambda idx, weight: weight.shape[1]},
+    value_sizes=("N",))
 embedding = embedding_op.op  # the custom op; modules call embedding_op (its eager fast lane)
 
 
@@ -234,7 +243,8 @@ encoder_op = builtin_op(
     "encoder_forward", inputs=["idx", "wte", "wpe"],
     outputs={"out": _encoder_out},
     sizes={"B": _encoder_b, "Tn": lambda idx, wte, wpe: idx.shape[1],
-           "C": lambda idx, wte, wpe: wte.shape[1]})
+           "C": lambda idx, wte, wpe: wte.shape[1]},
+    value_sizes=("B",))
 encoder = encoder_op.op  # the custom op; modules call encoder_op (its eager fast lane)
 
 
@@ -260,7 +270,10 @@ attention_op = builtin_op(
 attention = attention_op.op  # the custom op; modules call attention_op (its eager fast lane)
 
 
-# layernorm: inp (N, C), weight (C) or empty, bias (C) or empty -> out (N, C), mean (N), rstd (N).
+# layernorm: inp (..., C) -- N = the product of the leading dimensions, rows of C values --,
+# weight (C) or empty, bias (C) or empty -> out (inp's shape), mean (N), rstd (N). The leading
+# dimensions are the kernel's rows as they are (the kernel reads the contiguous rows), so a module
+# need not reshape its input: no view nodes around the op in the autograd graph.
 # eps is a scalar parameter of the kernel, so each eps gets its own op: layernorm_forward for
 # the default 1e-5, layernorm_forward_eps_<hex> otherwise (made on first use, by the module's
 # constructor, so that torch.compile only ever looks them up).
@@ -269,10 +282,16 @@ _LAYERNORM_OPS: dict[float, Any] = {}
 
 def _layernorm_out(inp, weight, bias):
     op = "layernorm_forward"
-    _dims(op, "inp", inp, 2)
-    _optional(op, "weight", weight, inp.shape[1])
-    _optional(op, "bias", bias, inp.shape[1])
+    if inp.dim() < 1:
+        raise _shape_error(op, f"'inp' must have at least 1 dimension (..., C), got shape "
+                               f"{tuple(inp.shape)}")
+    _optional(op, "weight", weight, inp.shape[-1])
+    _optional(op, "bias", bias, inp.shape[-1])
     return inp.shape
+
+
+def _rows(inp, w, b):
+    return math.prod(inp.shape[:-1])
 
 
 def layernorm_op(eps: float):
@@ -290,10 +309,10 @@ def layernorm_kernel_op(eps: float) -> KernelOp:
         op = make_op(
             Kernel(_signature("layernorm_forward"), _extension()), name,
             inputs=["inp", "weight", "bias"],
-            outputs={"out": _layernorm_out, "mean": lambda inp, w, b: (inp.shape[0],),
-                     "rstd": lambda inp, w, b: (inp.shape[0],)},
-            sizes={"N": lambda inp, w, b: inp.shape[0], "C": lambda inp, w, b: inp.shape[1],
-                   "eps": lambda *a: eps}, zero_outputs=False)
+            outputs={"out": _layernorm_out, "mean": lambda inp, w, b: (_rows(inp, w, b),),
+                     "rstd": lambda inp, w, b: (_rows(inp, w, b),)},
+            sizes={"N": _rows, "C": lambda inp, w, b: inp.shape[-1],
+                   "eps": lambda *a: eps}, zero_outputs=False, static_sizes=("N", "C", "eps"))
         _LAYERNORM_OPS[eps] = op
     return op
 
@@ -356,6 +375,23 @@ def check_params_dtype(owner: str, *params: Any) -> torch.dtype:
             names = f" ('{first}' and '{name}')" if first and name else ""
             raise TypeError(f"{owner}: parameters mix {dtype_name(dtype)} and "
                             f"{dtype_name(p.dtype)}{names}; convert the module with .to(dtype)")
+    return dtype
+
+
+_FLOATING = (torch.float32, torch.float64)
+
+
+def params_dtype(owner: str, *named: tuple) -> torch.dtype | None:
+    """:func:`check_params_dtype` for ``(name, tensor)`` pairs, with a cheap path for the usual
+    case (every parameter present, on the CPU, of one floating dtype); anything else goes to the
+    full check, which explains what is wrong."""
+    dtype = None
+    for _, p in named:
+        if p is None or not p.is_cpu or (dtype is not None and p.dtype is not dtype):
+            return check_params_dtype(owner, *named)
+        dtype = p.dtype
+    if dtype not in _FLOATING:
+        return check_params_dtype(owner, *named)
     return dtype
 
 

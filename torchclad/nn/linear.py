@@ -13,7 +13,7 @@ import torch
 from torch.nn import Parameter
 
 from . import _builtin
-from ._builtin import check_input, check_int32, check_params_dtype, none_tensor
+from ._builtin import check_input, check_int32, none_tensor, params_dtype
 
 
 def factory_kwargs(owner: str, device, dtype) -> dict:
@@ -59,7 +59,7 @@ class Linear(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        dtype = check_params_dtype("Linear", ("weight", self.weight), ("bias", self.bias))
+        dtype = params_dtype("Linear", ("weight", self.weight), ("bias", self.bias))
         check_input("Linear", input, dtype=dtype, min_dim=1)
         if input.shape[-1] != self.in_features:
             raise ValueError(f"Linear: input's last dimension is {input.shape[-1]}, expected "

@@ -9,7 +9,7 @@ import torch
 from torch.nn import Parameter
 
 from . import _builtin
-from ._builtin import check_input, check_int32, check_params_dtype, none_tensor
+from ._builtin import check_input, check_int32, none_tensor, params_dtype
 from .linear import factory_kwargs
 
 
@@ -58,7 +58,7 @@ class LayerNorm(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        dtype = check_params_dtype("LayerNorm", ("weight", self.weight), ("bias", self.bias))
+        dtype = params_dtype("LayerNorm", ("weight", self.weight), ("bias", self.bias))
         k = len(self.normalized_shape)
         check_input("LayerNorm", input, dtype=dtype, min_dim=k,
                     what=f" (normalized_shape={self.normalized_shape})")
@@ -71,12 +71,19 @@ class LayerNorm(torch.nn.Module):
                 msg = (f"input's trailing dimensions are {got}, expected normalized_shape = "
                        f"{self.normalized_shape}")
             raise ValueError(f"LayerNorm: {msg} (input shape {tuple(input.shape)})")
+        check_int32("LayerNorm", "the number of input elements", input.numel())
+        w, b = self.weight, self.bias
+        if k == 1:
+            # the op takes (..., C) as it is, and (C,) parameters: no reshape, so no view nodes
+            # in the autograd graph
+            w = none_tensor(input) if w is None else w
+            b = none_tensor(input) if b is None else b
+            out, _mean, _rstd = _builtin.layernorm_kernel_op(self.eps)(input, w, b)
+            return out
         C = math.prod(self.normalized_shape)
-        N = math.prod(input.shape[:input.dim() - k])
-        check_int32("LayerNorm", "the number of input elements", N * C)
-        x = input.reshape(N, C)
-        w = self.weight.reshape(C) if self.weight is not None else none_tensor(x)
-        b = self.bias.reshape(C) if self.bias is not None else none_tensor(x)
+        x = input.reshape(-1, C) if C > 0 else input.reshape(math.prod(input.shape[:-k]), C)
+        w = none_tensor(x) if w is None else w.reshape(C)
+        b = none_tensor(x) if b is None else b.reshape(C)
         out, _mean, _rstd = _builtin.layernorm_kernel_op(self.eps)(x, w, b)
         return out.reshape(input.shape)
 

@@ -118,7 +118,9 @@ def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recordin
         reads = key_reads(d.init)
         for k in reads:
             if k[0] == "mem":
-                if k not in facts.readonly_mem:
+                # read-only memory, or memory promised write-once (read only after its one
+                # write: it still holds that value when the reverse sweep runs)
+                if k not in facts.readonly_mem and k not in facts.write_once:
                     return None
                 continue
             ks = facts.scope_of.get(k)

@@ -13,8 +13,9 @@ pass accumulates such a target in a local instead:
     if (_acc0 != T(0)) _d_w[s] += _acc0;
 
 Conditions, all checked on the generated IR of one loop:
-- the statement is `A[e] += value` directly in the loop's body, A an adjoint root (an adjoint
-  parameter or local adjoint array) and e free of anything the loop changes;
+- the statement is `A[e] += value` (or `*A += value`, the adjoint of a scalar parameter)
+  directly in the loop's body, A an adjoint root (an adjoint parameter or local adjoint array)
+  and e free of anything the loop changes;
 - nothing else in the loop names A or a pointer derived from A (no other element of it is
   touched, nor passed to a callee's sweep), and the loop has no OpenMP pragma;
 - distinct adjoint roots do not overlap. The engine's adjoint parameters are distinct buffers at
@@ -147,10 +148,15 @@ def _written_memory(loop: ir.Loop) -> set:
 
 
 def _candidate(s, roots, varying, written):
-    if not (isinstance(s, ir.Assign) and s.op == "+=" and isinstance(s.target, ir.Index) and
-            isinstance(s.target.base, ir.Var) and s.target.base.name in roots):
+    if not (isinstance(s, ir.Assign) and s.op == "+="):
         return None
-    e = s.target.index
+    t = s.target
+    if isinstance(t, ir.Unary) and t.op == "*" and isinstance(t.operand, ir.Var) \
+            and t.operand.name in roots:
+        return (t.operand.name, ir.Const("0", ir.INT))    # *_d_a: the adjoint of a scalar
+    if not (isinstance(t, ir.Index) and isinstance(t.base, ir.Var) and t.base.name in roots):
+        return None
+    e = t.index
     if any(isinstance(x, (ir.TapePop, ir.Call, ir.Raw)) for x in ir.walk_expr(e)):
         return None
     if _names(e) & varying:
@@ -159,6 +165,10 @@ def _candidate(s, roots, varying, written):
     if mem and (mem & written or "?" in written or "?" in mem):
         return None
     return (s.target.base.name, e)
+
+
+def _index_of(target):
+    return target.index if isinstance(target, ir.Index) else ir.Const("0", ir.INT)
 
 
 def _promote(loop: ir.Loop, roots, derived, counter) -> list:
@@ -186,7 +196,7 @@ def _promote(loop: ir.Loop, roots, derived, counter) -> list:
         clean = True
         for k, s in enumerate(body):
             if k in ks:
-                if (_names(s.value) | _names(s.target.index)) & names:
+                if (_names(s.value) | _names(_index_of(s.target))) & names:
                     clean = False
                 continue
             if _stmt_names(s) & names:

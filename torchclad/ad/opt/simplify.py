@@ -194,3 +194,119 @@ def dead_code(stmts, keep: set = frozenset()) -> list:
         if new == stmts:
             return stmts
         stmts = new
+
+
+def dead_resets(stmts) -> list:
+    """Drop statements that only zero local arrays declared in the same scope when nothing
+    after them in the scope names those arrays (`for (j...) _d_acc[j] = 0;`, the reset of an
+    adjoint array after its last use): the arrays end with the scope, so nothing reads those
+    stores. Nested scopes first."""
+    out = [_inner_resets(s) for s in stmts]
+    local = {s.var.name for s in out if isinstance(s, ir.Decl) and s.var.type.is_array}
+    local -= _escaping(out)
+    if not local:
+        return out
+    kept: list = []
+    named_later: set = set()
+    for s in reversed(out):
+        zeroed = _zeroed(s, local)
+        if zeroed and not zeroed & named_later:
+            continue
+        named_later |= _names_in(s)
+        kept.append(s)
+    return kept[::-1]
+
+
+def _escaping(stmts) -> set:
+    """Arrays named other than as `a[i]` (a pointer taken, an argument, a verbatim text): a
+    store into them may be read through another name."""
+    return _named(stmts, index_bases=False)
+
+
+def _names_in(s) -> set:
+    return _named([s], index_bases=True)
+
+
+def _named(stmts, index_bases: bool) -> set:
+    """Every name the statements spell (verbatim text included); with index_bases=False, not
+    counting `a` in `a[i]`."""
+    out: set = set()
+
+    def expr(e) -> None:
+        if isinstance(e, ir.Var):
+            out.add(e.name)
+            return
+        if isinstance(e, ir.Raw):
+            out.update(re.findall(r"[A-Za-z_]\w*", e.text))
+        kids = ir.children(e)
+        if not index_bases and isinstance(e, ir.Index) and isinstance(e.base, ir.Var):
+            kids = (e.index,)
+        for k in kids:
+            expr(k)
+
+    for s in stmts:
+        for x in ir.walk_stmts(s):
+            if isinstance(x, ir.RawStmt):
+                out.update(re.findall(r"[A-Za-z_]\w*", x.text))
+            elif isinstance(x, ir.TapeArray):
+                out.add(x.var.name)
+            for e in ir.stmt_exprs(x):
+                expr(e)
+    return out
+
+
+def _zeroed(s, local: set) -> set:
+    """The local arrays s only writes zeros into, or the empty set if s does anything else."""
+    names: set = set()
+    if not _only_zeroes(s, local, names):
+        return set()
+    return names
+
+
+def _inner_resets(s):
+    if isinstance(s, ir.Block):
+        return replace(s, stmts=tuple(dead_resets(s.stmts)))
+    if isinstance(s, ir.If):
+        return replace(s, then=replace(s.then, stmts=tuple(dead_resets(s.then.stmts))),
+                       other=replace(s.other, stmts=tuple(dead_resets(s.other.stmts))))
+    if isinstance(s, ir.Loop):
+        return replace(s, body=replace(s.body, stmts=tuple(dead_resets(s.body.stmts))))
+    return s
+
+
+def _only_zeroes(s, local: set, names: set) -> bool:
+    """s writes nothing but zeros into elements of `local` arrays (collected in `names`; its
+    own loop counters aside), and calls, pops and reads nothing that could have an effect."""
+    if isinstance(s, ir.Assign):
+        ok = (s.op == "=" and ir.is_null(s.value) and isinstance(s.target, ir.Index)
+              and isinstance(s.target.base, ir.Var) and s.target.base.name in local
+              and not _effects(s.target.index))
+        if ok:
+            names.add(s.target.base.name)
+        return ok
+    if isinstance(s, ir.Block):
+        return bool(s.stmts) and all(_only_zeroes(x, local, names) for x in s.stmts)
+    if isinstance(s, ir.Loop):
+        if s.pragma or len(s.init) != 1 or not isinstance(s.init[0], ir.Decl):
+            return False
+        v = s.init[0].var.name
+        counter_only = all(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var)
+                           and x.target.name == v and not _effects(x.value) for x in s.inc)
+        cond_ok = s.cond is not None and not _effects(s.cond, allow_decrement_of=v)
+        return (counter_only and cond_ok and not _effects(s.init[0].init) and bool(s.body.stmts)
+                and all(_only_zeroes(x, local, names) for x in s.body.stmts))
+    return False
+
+
+def _effects(e, allow_decrement_of: str = "") -> bool:
+    if e is None:
+        return False
+    for x in ir.walk_expr(e):
+        if isinstance(x, (ir.TapePop, ir.Call)):
+            return True
+        if isinstance(x, ir.Raw):
+            # the one verbatim expression allowed: a reversed loop's own `v-- > lo`
+            if not (x.text == "{0}-- > {1}" and isinstance(x.reads[0], ir.Var)
+                    and x.reads[0].name == allow_decrement_of):
+                return True
+    return False

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from .. import ir
 from ..analysis.tbr import Facts, Recording
 from ..errors import DiffError
+from ..rules import math as rules
 from . import checkpoint
 from .adjoint import ZERO, AdjointRules, Names, neg
 
@@ -357,7 +358,7 @@ class Reverse:
                 snap = self.snip_names.fresh("_r_d", adj.type)
                 pre = (ir.Decl(snap, adj), ir.Assign("=", adj, ZERO))
                 post: list = []
-                R.backprop(s.value, snap, post)
+                R.backprop(s.value, snap, post, self._stored_result(s, tk))
                 return Parts(pre, self._guard(snap, post))
             if s.op in ("+=", "-="):
                 from ..analysis.activity import reads_of
@@ -380,6 +381,20 @@ class Reverse:
         if isinstance(s, ir.ExprStmt):
             return Parts()
         return Parts()
+
+    def _stored_result(self, s: ir.Assign, key):
+        """`M[e] = f(u)` into write-once memory, f a rule whose derivative is spelled with its
+        result (exp, tanh, sqrt, ...): the reverse reads the result back from M[e] instead of
+        computing f(u) again. Write-once memory is never overwritten nor restored, so M[e]
+        still holds it when the reverse runs (the read is a use like any other)."""
+        v = s.value
+        if not (isinstance(v, ir.Call) and not v.user and key in self.facts.write_once
+                and isinstance(s.target, ir.Index)):
+            return None
+        rule = rules.lookup(ir.call_name(v.fn))
+        if rule is None or not rule.uses_result:
+            return None
+        return s.target
 
     def _guard(self, snap, post) -> tuple:
         """With analyses off, skip propagating a zero adjoint (so that inactive code with an

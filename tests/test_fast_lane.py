@@ -1,0 +1,141 @@
+"""The eager fast lane of the built-in ops (torchclad.ops.KernelOp.__call__): what the per-call
+shortcuts must not change -- records freed, checks still raised after a cached call, the
+layernorm op on (..., C) inputs, and which generated sweeps count as restoring memory."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+import torchclad.nn as tnn
+from torchclad import ops
+from torchclad.build.signature import sweep_restores
+from torchclad.nn import _builtin
+
+
+def _records_alive() -> int:
+    return sum(type(r) is ops._Record for r in gc.get_objects())
+
+
+def test_forward_without_backward_frees_outputs_and_tape():
+    """A forward with grad whose backward never runs: the autograd node holds the record, the
+    outputs point to the node -- the record must not hold the outputs, or nothing is freed."""
+    m = tnn.LayerNorm(16)
+    x = torch.randn(8, 16, requires_grad=True)
+    gc.collect()
+    before = _records_alive()
+    y = m(x)
+    ref = weakref.ref(y)
+    del y
+    assert ref() is None  # freed by reference counting, no collection needed
+    for _ in range(20):
+        m(x)
+    gc.collect()
+    assert _records_alive() <= before
+
+
+def test_cached_call_signature_still_checks():
+    """A call signature seen before skips re-deriving the shapes, but a bad call always raises."""
+    kop = _builtin.matmul_op
+    x, w, b = torch.randn(4, 3), torch.randn(5, 3), torch.randn(5)
+    kop(x, w, b)
+    kop(x, w, b)  # cached
+    with pytest.raises(ValueError, match="'weight' has shape"):
+        kop(x, torch.randn(5, 2), b)
+    with pytest.raises(TypeError):
+        kop(x.double(), w, b)
+    with pytest.raises(ValueError, match="'bias' must have shape"):
+        kop(x, w, torch.randn(4))
+    torch.testing.assert_close(kop(x, w, b), x @ w.T + b)
+
+
+def test_index_checks_run_on_every_call():
+    """Size functions that look at values (index checks) are never cached."""
+    logits = torch.randn(4, 6)
+    good = torch.tensor([0, 1, 5, -1])
+    _builtin.crossentropy_op(logits, good)
+    _builtin.crossentropy_op(logits, good)
+    with pytest.raises(IndexError, match="out of range"):
+        _builtin.crossentropy_op(logits, torch.tensor([0, 1, 6, 2]))
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (2, 3, 8), (8,), (0, 8), (2, 0, 8)])
+def test_layernorm_op_takes_leading_dims(shape):
+    """layernorm_forward reads (..., C): out has the input's shape, mean / rstd one per row."""
+    x = torch.randn(shape, dtype=torch.float64)
+    w, b = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    out, mean, rstd = _builtin.layernorm(x, w, b)
+    assert out.shape == x.shape and mean.shape == rstd.shape == (x.numel() // 8,)
+    ref = torch.nn.functional.layer_norm(x, (8,), w, b, 1e-5)
+    torch.testing.assert_close(out, ref)
+
+
+def test_layernorm_module_graph_has_no_views():
+    m = tnn.LayerNorm(8)
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    y = m(x)
+    assert y.shape == x.shape
+    assert "View" not in type(y.grad_fn).__name__ and "Reshape" not in type(y.grad_fn).__name__
+    y.backward(torch.ones_like(y))
+    ref = torch.nn.LayerNorm(8)
+    xr = x.detach().clone().requires_grad_(True)
+    ref(xr).backward(torch.ones_like(y))
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_layernorm_op_shape_errors():
+    with pytest.raises(ValueError, match="at least 1 dimension"):
+        _builtin.layernorm(torch.randn(()), torch.randn(0), torch.randn(0))
+    with pytest.raises(ValueError, match="'weight' must have shape"):
+        _builtin.layernorm(torch.randn(2, 3, 4), torch.randn(3), torch.randn(4))
+
+
+def test_sweep_restores_is_the_engines_answer():
+    """The sweep's own stack arrays (a local restored from the tape, lane sums) do not count;
+    restoring an output does."""
+    from torchclad.ad import differentiate
+
+    own = """
+    double f(double* out, const double* x, int n) {
+        double buf[4] = {0, 0, 0, 0};
+        double s = 0;
+        for (int i = 0; i < n; i++) { buf[i % 4] = buf[i % 4] * x[i] + 1; s += buf[i % 4]; }
+        for (int i = 0; i < n; i++) out[i] = s * x[i];
+        return s;
+    }"""
+    assert not sweep_restores(differentiate(own, "f", ["x"]))
+    overwrites = """
+    void g(double* y, const double* w, int n) {
+        for (int i = 1; i < n; i++) y[i] = y[i] * w[i] + y[i - 1];
+    }"""
+    assert sweep_restores(differentiate(overwrites, "g", ["y", "w"]))
+    assert sweep_restores(object())     # says nothing: assume it does
+
+
+def test_builtin_layernorm_sweep_does_not_restore():
+    """So the bridge does not copy the outputs around the sweep (ops.KernelOp._sweep)."""
+    assert not _builtin.layernorm_kernel_op(1e-5)._sweep_restores
+
+
+@pytest.mark.parametrize("make", [lambda: tnn.LayerNorm(8), lambda: tnn.Linear(8, 8),
+                                  lambda: tnn.GELU("tanh")], ids=["layernorm", "linear", "gelu"])
+def test_repeated_backward_same_gradients(make):
+    """Input adjoints may start from earlier sweeps' seeds (zero pool): every backward of the
+    same call must give bit-identical gradients, and the pooled buffers must be all zero."""
+    m = make()
+    x = torch.randn(3, 5, 8)
+    g = torch.randn(3, 5, 8)
+    grads = []
+    for _ in range(4):
+        xi = x.clone().requires_grad_(True)
+        m(xi).backward(g)
+        grads.append(xi.grad)
+    for gr in grads[1:]:
+        assert torch.equal(gr, grads[0])
+    for kop in list(ops._ops.values()):
+        for bufs in kop._scratch.zero.values():
+            for b in bufs:
+                assert not b.any()
