@@ -348,3 +348,16 @@ def test_import_compiles_nothing(tmp_path):
     assert "compiling" not in r.stderr
     assert not marker.exists()
     assert not (tmp_path / "cache").exists()
+
+
+def test_package_flags_undo_pythons_fwrapv():
+    # setuptools compiles with Python's own CFLAGS first (-fwrapv on CPython builds), then the
+    # package's: -fno-wrapv must be among them, or g++ vectorises the generated sweeps' int
+    # index arithmetic less (the attention sweep ran 2.3x slower; README, Performance).
+    import sysconfig
+
+    from torchclad.build import compiler
+
+    if "-fwrapv" in (sysconfig.get_config_var("CFLAGS") or "").split():
+        assert "-fno-wrapv" in compiler.CXXFLAGS
+    assert "-fwrapv" not in compiler.CXXFLAGS

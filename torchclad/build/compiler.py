@@ -1,6 +1,7 @@
 """Compiler invocation shared by the JIT cache and the AOT build of ``torchclad._C``.
 
-One set of flags for both: ``-O3 -std=c++17 -fPIC -fvisibility=hidden -fno-fast-math -fopenmp``,
+One set of flags for both: ``-O3 -std=c++17 -fPIC -fvisibility=hidden -fno-fast-math -fopenmp
+-fno-wrapv``,
 linked with ``-fopenmp -lgomp``. Never ``-ffast-math`` (derivatives are checked to the last
 bits against each other), never ``-march=native``. The compiler is ``$CXX`` (split like a shell
 word list) or ``g++``; it is always run from an argv list, never through a shell.
@@ -40,6 +41,11 @@ CXXFLAGS: tuple[str, ...] = (
     "-fvisibility=hidden",
     "-fno-fast-math",
     "-fopenmp",
+    # setuptools puts Python's own CFLAGS first, and they say -fwrapv: signed overflow then
+    # wraps, so g++ may no longer treat the kernels' int index arithmetic (`int i = _ib0 + _j0`,
+    # `v - inp + i`) as affine, and vectorises less. Measured: the attention sweep 2.4x slower
+    # with it (benchmarks/results.md). Standard C++ semantics, as the kernels are written for.
+    "-fno-wrapv",
 )
 LDFLAGS: tuple[str, ...] = ("-shared", "-fopenmp")
 LIBRARIES: tuple[str, ...] = ("gomp",)
