@@ -17,8 +17,7 @@ from .emit import cpp
 from .errors import DiffError
 from .frontend.lower import lower_source
 from .opt.loop_order import forward_order
-from .opt.promote import _derived as promote_derived
-from .opt.promote import promote_accumulations
+from .opt.promote import derived_pointers, promote_accumulations
 from .opt.simplify import cse_calls, dead_code, dead_resets
 from .reverse import checkpoint
 from .reverse.assemble import Assembler
@@ -335,8 +334,8 @@ class Engine:
                    if isinstance(x, ir.Decl) and x.var.type.is_array}
         safe_roots = set(adjoint_roots) | locals_
         primal = {p.name for p in fn.params if p.type.is_pointer}
-        safe = set().union(set(), *promote_derived(body, safe_roots).values())
-        unsafe = set().union(set(), *promote_derived(body, primal).values())
+        safe = set().union(*derived_pointers(body, safe_roots).values())
+        unsafe = set().union(*derived_pointers(body, primal).values())
 
         def writable(name: str) -> bool:     # may name primal memory
             return name not in safe or name in unsafe
@@ -349,9 +348,7 @@ class Engine:
                         return True
                 elif isinstance(x, ir.TapeArray) and x.pop and writable(x.var.name):
                     return True
-                elif isinstance(x, ir.RawStmt) and any(
-                        writable(n) for n in re.findall(r"[A-Za-z_]\w*", x.text)
-                        if n in primal or n in unsafe):
+                elif isinstance(x, ir.RawStmt) and ir.stmt_names(x) & unsafe:
                     return True
                 for e in ir.stmt_exprs(x):
                     for c in ir.walk_expr(e):

@@ -327,6 +327,49 @@ def vars_in(e) -> set:
     return {x.uid for x in walk_expr(e) if isinstance(x, Var)}
 
 
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def names_in(e) -> set:
+    """Names an expression spells: its variables, and every identifier of its verbatim text."""
+    out = set()
+    for x in walk_expr(e):
+        if isinstance(x, Var):
+            out.add(x.name)
+        elif isinstance(x, Raw):
+            out.update(_NAME.findall(x.text))
+    return out
+
+
+def stmt_names(s) -> set:
+    """Names a statement and the statements nested in it spell (declared ones included)."""
+    out = set()
+    for x in walk_stmts(s):
+        if isinstance(x, RawStmt):
+            out.update(_NAME.findall(x.text))
+        if isinstance(x, TapeArray):
+            out.add(x.var.name)
+        if isinstance(x, Decl):
+            out.add(x.var.name)
+        for e in stmt_exprs(x):
+            out |= names_in(e)
+    return out
+
+
+# The condition of a reverse loop, `for (v = hi; v-- > lo; )`: Raw(REVERSED_COND, BOOL, (v, lo)).
+REVERSED_COND = "{0}-- > {1}"
+
+
+def reversed_cond(v: Var, lo) -> Raw:
+    return Raw(REVERSED_COND, BOOL, (v, lo))
+
+
+def is_reversed_cond_of(e, names) -> bool:
+    """e is the condition of a reverse loop whose variable is one of `names`."""
+    return (isinstance(e, Raw) and e.text == REVERSED_COND and isinstance(e.reads[0], Var)
+            and e.reads[0].name in names)
+
+
 def sub_blocks(s) -> tuple:
     if isinstance(s, Block):
         return (s,)

@@ -39,16 +39,15 @@ from __future__ import annotations
 import re
 
 from .. import ir
-from .promote import _derived
+from .promote import derived_pointers
 
-_REVERSED_COND = "{0}-- > {1}"
 LANES = 16
 
 
 def forward_order(stmts, roots: set) -> list:
     """stmts: a generated function body; roots: names of its adjoint roots."""
     group: dict = {}
-    for root, names in _derived(stmts, roots).items():
+    for root, names in derived_pointers(stmts, roots).items():
         for n in names:
             group.setdefault(n, set()).add(root)
     counter = [0]
@@ -154,10 +153,8 @@ def _reversed_bounds(s: ir.Loop):
     if s.pragma or s.do_while or s.inc or len(s.init) != 1:
         return None
     head, cond = s.init[0], s.cond
-    if not (isinstance(head, ir.Decl) and head.init is not None and isinstance(cond, ir.Raw)
-            and cond.text == _REVERSED_COND and len(cond.reads) == 2
-            and isinstance(cond.reads[0], ir.Var) and cond.reads[0].uid == head.var.uid
-            and cond.reads[0].name == head.var.name):
+    if not (isinstance(head, ir.Decl) and head.init is not None
+            and ir.is_reversed_cond_of(cond, {head.var.name}) and cond.reads[0].uid == head.var.uid):
         return None
     return head.var, cond.reads[1], head.init
 
@@ -287,8 +284,7 @@ class _Scan:
             if isinstance(x, ir.Raw) and not _pure(x.text):
                 # the one verbatim expression with an effect allowed: a nested reversed loop's
                 # condition, which decrements that loop's own variable
-                if not (x.text == _REVERSED_COND and isinstance(x.reads[0], ir.Var)
-                        and x.reads[0].name in self.local):
+                if not ir.is_reversed_cond_of(x, self.local):
                     raise _Reject
             if isinstance(x, ir.Var):
                 self.read_vars.add(x.name)

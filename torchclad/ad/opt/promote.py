@@ -39,12 +39,12 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 def promote_accumulations(stmts, roots: set) -> list:
     """stmts: a generated function body; roots: names of its adjoint roots (parameters and
     local adjoint arrays). Pointer locals derived from a root count as that root."""
-    derived = _derived(stmts, roots)
+    derived = derived_pointers(stmts, roots)
     counter = [0]
     return _block(list(stmts), roots, derived, counter)
 
 
-def _derived(stmts, roots) -> dict:
+def derived_pointers(stmts, roots) -> dict:
     """root name -> names that may point into it (itself and pointer locals derived from it)."""
     group = {r: {r} for r in roots}
     changed = True
@@ -53,36 +53,12 @@ def _derived(stmts, roots) -> dict:
     while changed:
         changed = False
         for d in decls:
-            names = _names(d.init)
+            names = ir.names_in(d.init)
             for r, g in group.items():
                 if names & g and d.var.name not in g:
                     g.add(d.var.name)
                     changed = True
     return group
-
-
-def _names(e) -> set:
-    out = set()
-    for x in ir.walk_expr(e):
-        if isinstance(x, ir.Var):
-            out.add(x.name)
-        elif isinstance(x, ir.Raw):
-            out.update(_NAME.findall(x.text))
-    return out
-
-
-def _stmt_names(s) -> set:
-    out = set()
-    for x in ir.walk_stmts(s):
-        if isinstance(x, ir.RawStmt):
-            out.update(_NAME.findall(x.text))
-        if isinstance(x, ir.TapeArray):
-            out.add(x.var.name)
-        if isinstance(x, ir.Decl):
-            out.add(x.var.name)
-        for e in ir.stmt_exprs(x):
-            out |= _names(e)
-    return out
 
 
 def _block(stmts, roots, derived, counter) -> list:
@@ -159,7 +135,7 @@ def _candidate(s, roots, varying, written):
     e = t.index
     if any(isinstance(x, (ir.TapePop, ir.Call, ir.Raw)) for x in ir.walk_expr(e)):
         return None
-    if _names(e) & varying:
+    if ir.names_in(e) & varying:
         return None
     mem = _mem_roots(e)
     if mem and (mem & written or "?" in written or "?" in mem):
@@ -196,16 +172,16 @@ def _promote(loop: ir.Loop, roots, derived, counter) -> list:
         clean = True
         for k, s in enumerate(body):
             if k in ks:
-                if (_names(s.value) | _names(_index_of(s.target))) & names:
+                if (ir.names_in(s.value) | ir.names_in(_index_of(s.target))) & names:
                     clean = False
                 continue
-            if _stmt_names(s) & names:
+            if ir.stmt_names(s) & names:
                 clean = False
         for part in (loop.init, loop.inc):
             for s in part:
-                if _stmt_names(s) & names:
+                if ir.stmt_names(s) & names:
                     clean = False
-        if loop.cond is not None and _names(loop.cond) & names:
+        if loop.cond is not None and ir.names_in(loop.cond) & names:
             clean = False
         if clean:
             chosen[key] = ks

@@ -212,24 +212,14 @@ def dead_resets(stmts) -> list:
         zeroed = _zeroed(s, local)
         if zeroed and not zeroed & named_later:
             continue
-        named_later |= _names_in(s)
+        named_later |= ir.stmt_names(s)
         kept.append(s)
     return kept[::-1]
 
 
 def _escaping(stmts) -> set:
-    """Arrays named other than as `a[i]` (a pointer taken, an argument, a verbatim text): a
-    store into them may be read through another name."""
-    return _named(stmts, index_bases=False)
-
-
-def _names_in(s) -> set:
-    return _named([s], index_bases=True)
-
-
-def _named(stmts, index_bases: bool) -> set:
-    """Every name the statements spell (verbatim text included); with index_bases=False, not
-    counting `a` in `a[i]`."""
+    """Names spelled other than as the `a` of `a[i]` (a pointer taken, an argument, a verbatim
+    text): a store into such an array may be read through another name."""
     out: set = set()
 
     def expr(e) -> None:
@@ -238,18 +228,16 @@ def _named(stmts, index_bases: bool) -> set:
             return
         if isinstance(e, ir.Raw):
             out.update(re.findall(r"[A-Za-z_]\w*", e.text))
-        kids = ir.children(e)
-        if not index_bases and isinstance(e, ir.Index) and isinstance(e.base, ir.Var):
-            kids = (e.index,)
-        for k in kids:
+        if isinstance(e, ir.Index) and isinstance(e.base, ir.Var):
+            expr(e.index)
+            return
+        for k in ir.children(e):
             expr(k)
 
     for s in stmts:
         for x in ir.walk_stmts(s):
-            if isinstance(x, ir.RawStmt):
-                out.update(re.findall(r"[A-Za-z_]\w*", x.text))
-            elif isinstance(x, ir.TapeArray):
-                out.add(x.var.name)
+            if isinstance(x, (ir.RawStmt, ir.TapeArray)):
+                out |= ir.stmt_names(x)
             for e in ir.stmt_exprs(x):
                 expr(e)
     return out
@@ -304,9 +292,6 @@ def _effects(e, allow_decrement_of: str = "") -> bool:
     for x in ir.walk_expr(e):
         if isinstance(x, (ir.TapePop, ir.Call)):
             return True
-        if isinstance(x, ir.Raw):
-            # the one verbatim expression allowed: a reversed loop's own `v-- > lo`
-            if not (x.text == "{0}-- > {1}" and isinstance(x.reads[0], ir.Var)
-                    and x.reads[0].name == allow_decrement_of):
-                return True
+        if isinstance(x, ir.Raw) and not ir.is_reversed_cond_of(x, {allow_decrement_of}):
+            return True   # the one verbatim expression allowed: a reverse loop's own `v-- > lo`
     return False

@@ -423,7 +423,7 @@ class Assembler:
             v = canon.var
             if canon.up:
                 head = ir.Decl(v, canon.hi)
-                cond = ir.Raw("{0}-- > {1}", ir.BOOL, (v, canon.lo))
+                cond = ir.reversed_cond(v, canon.lo)
                 inc = ()
             else:
                 head = ir.Decl(v, canon.hi)

@@ -355,7 +355,7 @@ def _segment_loop(canon, start, end, body: list, reverse: bool) -> ir.Loop:
     if not reverse:
         return ir.Loop((ir.Decl(v, lo(start)),), ir.Binary("<", v, lo(end), ir.BOOL),
                        (ir.Assign("+=", v, ir.Const("1", ir.INT)),), ir.Block(tuple(body)))
-    return ir.Loop((ir.Decl(v, lo(end)),), ir.Raw("{0}-- > {1}", ir.BOOL, (v, lo(start))),
+    return ir.Loop((ir.Decl(v, lo(end)),), ir.reversed_cond(v, lo(start)),
                    (), ir.Block(tuple(body)))
 
 
