@@ -14,8 +14,8 @@ DEPS_STAMP    := $(VENV)/.torchclad-deps.stamp
 INSTALL_STAMP := $(VENV)/.torchclad-install.stamp
 
 # Everything torchclad._C is generated or compiled from.
-BUILD_INPUTS := pyproject.toml setup.py torchclad/kernels.py \
-  $(shell find csrc torchclad/ad torchclad/build -type f \
+BUILD_INPUTS := pyproject.toml setup.py torchclad/builtin/registry.py \
+  $(shell find csrc torchclad/engine torchclad/toolchain -type f \
       \( -name '*.py' -o -name '*.cpp' -o -name '*.cc' -o -name '*.h' -o -name '*.hpp' \) \
       -not -path '*/__pycache__/*' 2>/dev/null | LC_ALL=C sort)
 
@@ -34,7 +34,7 @@ $(DEPS_STAMP): | $(PY)
 	touch $@
 
 # Rebuild if the extension went missing (e.g. deleted by hand) while the engine is present.
-ifneq ($(wildcard torchclad/ad/__init__.py),)
+ifneq ($(wildcard torchclad/engine/__init__.py),)
 ifeq ($(wildcard torchclad/_C*.so),)
 $(INSTALL_STAMP): FORCE
 endif

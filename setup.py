@@ -1,11 +1,11 @@
 """Build step of torchclad (metadata lives in pyproject.toml).
 
-At install time the engine (``torchclad.ad``, imported from this source tree) generates the
-derivative code of every kernel registered in ``torchclad/kernels.py`` (sources in
+At install time the engine (``torchclad.engine``, imported from this source tree) generates the
+derivative code of every kernel registered in ``torchclad/builtin/registry.py`` (sources in
 ``csrc/kernels/``) into ``torchclad/_generated/`` (kept for reading, not committed), and
 pybind11 compiles kernels, generated pullbacks and glue into one extension, ``torchclad._C``,
 and the same sources again into CPU-specific ones, ``torchclad._C_avx2`` / ``_C_avx512``
-(``torchclad/build/isa.py``: runtime dispatch instead of ``-march=native``; set
+(``torchclad/toolchain/isa.py``: runtime dispatch instead of ``-march=native``; set
 ``TORCHCLAD_ISA_VARIANTS=`` for a quicker baseline-only build). Importing an installed
 torchclad compiles nothing.
 
@@ -28,11 +28,11 @@ from setuptools import setup
 ROOT = Path(__file__).resolve().parent
 GENERATED = ROOT / "torchclad" / "_generated"
 RUNTIME = ROOT / "csrc" / "runtime"
-HAVE_ENGINE = (ROOT / "torchclad" / "ad" / "__init__.py").is_file()
+HAVE_ENGINE = (ROOT / "torchclad" / "engine" / "__init__.py").is_file()
 
 
 def _tree_package():
-    """Import torchclad.{ad,build,kernels} from this tree without running torchclad/__init__.py.
+    """Import torchclad.{engine,toolchain,builtin.registry} from this tree without running torchclad/__init__.py.
 
     The package's __init__ may import things that need the extension this step is building, so a
     bare namespace-like stand-in for ``torchclad`` is put in sys.modules first.
@@ -42,19 +42,19 @@ def _tree_package():
     pkg = types.ModuleType("torchclad")
     pkg.__path__ = [str(ROOT / "torchclad")]
     sys.modules["torchclad"] = pkg
-    import torchclad.ad as ad
-    import torchclad.build.aot as aot
-    import torchclad.build.compiler as compiler
-    import torchclad.build.isa as isa
-    import torchclad.kernels as kernels
+    import torchclad.engine as engine
+    import torchclad.toolchain.aot as aot
+    import torchclad.toolchain.compiler as compiler
+    import torchclad.toolchain.isa as isa
+    import torchclad.builtin.registry as registry
 
-    return types.SimpleNamespace(ad=ad, aot=aot, compiler=compiler, isa=isa, kernels=kernels)
+    return types.SimpleNamespace(engine=engine, aot=aot, compiler=compiler, isa=isa, registry=registry)
 
 
 def _isa_module():
-    """torchclad/build/isa.py on its own (it imports nothing of the package)."""
+    """torchclad/toolchain/isa.py on its own (it imports nothing of the package)."""
     spec = importlib.util.spec_from_file_location("_torchclad_build_isa",
-                                                  ROOT / "torchclad" / "build" / "isa.py")
+                                                  ROOT / "torchclad" / "toolchain" / "isa.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -75,7 +75,7 @@ class build_ext(_pybind11_build_ext):
         tc = _tree_package()
         if not (RUNTIME / "torchclad" / "runtime.h").is_file():
             sys.exit(f"torchclad build: {RUNTIME / 'torchclad' / 'runtime.h'} is missing")
-        print(f"torchclad: generating derivatives of {len(tc.kernels.KERNELS)} kernel(s) "
+        print(f"torchclad: generating derivatives of {len(tc.registry.KERNELS)} kernel(s) "
               f"into {GENERATED.relative_to(ROOT)}/", flush=True)
         cxx = tc.compiler.compiler()
         variants = [v for v in (e.torchclad_isa for e in self.extensions) if v != "default"]
@@ -87,11 +87,11 @@ class build_ext(_pybind11_build_ext):
         variants = [v for v in variants if v not in dropped]
         out = tc.aot.generate(
             GENERATED,
-            tc.kernels.KERNELS,
+            tc.registry.KERNELS,
             kernel_dir=ROOT / "csrc" / "kernels",
-            differentiate=tc.ad.differentiate,
+            differentiate=tc.engine.differentiate,
             relative_to=ROOT,
-            read_source=lambda spec: tc.kernels.unit_source(spec, ROOT / "csrc"),
+            read_source=lambda spec: tc.registry.unit_source(spec, ROOT / "csrc"),
             variants=variants,
         )
         # vector libm (glibc libmvec) for the kernels, when the C library has it (isa.py)
@@ -108,7 +108,7 @@ class build_ext(_pybind11_build_ext):
               f"CPU-specific builds: {', '.join(variants) or 'none'}", flush=True)
         # KernelSpec.libraries, e.g. "torch_cpu" (BLAS for matmul): -L, -l and an rpath.
         link = [tc.compiler.external_library(name)
-                for name in sorted({n for s in tc.kernels.KERNELS for n in s.libraries})]
+                for name in sorted({n for s in tc.registry.KERNELS for n in s.libraries})]
         for ext in self.extensions:
             isa = ext.torchclad_isa
             srcs = out.sources if isa == "default" else out.variant_sources[isa]
@@ -147,7 +147,7 @@ if HAVE_ENGINE:
         _ext.torchclad_isa = _isa
         ext_modules.append(_ext)
 else:
-    print("torchclad build: WARNING: torchclad/ad/__init__.py is missing (engine not in this "
+    print("torchclad build: WARNING: torchclad/engine/__init__.py is missing (engine not in this "
           "tree); building without torchclad._C", file=sys.stderr)
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": build_ext})

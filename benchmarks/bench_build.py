@@ -1,11 +1,11 @@
-"""Generation + compile time of the built-in kernels (torchclad/kernels.py's registry).
+"""Generation + compile time of the built-in kernels (torchclad/builtin/registry.py's registry).
 
 Runs what ``setup.py`` runs, into a temporary directory, timing each step on its own:
 
-1. the engine (``torchclad.ad.differentiate``) on every registry entry, through
-   ``torchclad.build.aot.generate`` (which also writes the pybind11 glue);
+1. the engine (``torchclad.engine.differentiate``) on every registry entry, through
+   ``torchclad.toolchain.aot.generate`` (which also writes the pybind11 glue);
 2. a fresh ``g++`` of every unit's bindings file (kernel + generated derivatives + glue) and
-   of the module file, with the package's flags (``torchclad.build.compiler``) -- no build
+   of the module file, with the package's flags (``torchclad.toolchain.compiler``) -- no build
    cache, no ccache. Two compilers run at a time (the suite must fit its time budget on a
    2-core machine); each one's CPU time (user + sys, from ``wait4``) is its cost, and their
    sum is what the package's serial build spends compiling on an idle machine;
@@ -35,9 +35,9 @@ SECTION = "build"
 
 
 def run_all(write: bool = True) -> dict:
-    from torchclad import kernels
-    from torchclad.ad import differentiate
-    from torchclad.build import aot, compiler
+    from torchclad.builtin import registry as kernels
+    from torchclad.engine import differentiate
+    from torchclad.toolchain import aot, compiler
 
     machine = bl.machine_info(with_torch=False)
     gen_s: dict[str, float] = defaultdict(float)

@@ -73,11 +73,7 @@ def test_components(benchmark):
     """pytest-benchmark entry point: one round of all cases; numbers in results.json."""
     import render
 
-    payload = benchmark.pedantic(run_all, rounds=1, iterations=1)
-    print("\n" + render.components_table(payload))
-    for r in payload["rows"]:
-        benchmark.extra_info[f"{r['case']}/{r['impl']}"] = (
-            r["times"]["fwd_bwd"]["min"] if r.get("status") == "ok" else r.get("status"))
+    bl.benchmark_once(benchmark, run_all, render.components_table)
     # a case that fails is a row of the table (with its reason), not a failed benchmark run
 
 

@@ -142,11 +142,7 @@ def test_gpt2(benchmark):
     """pytest-benchmark entry point: one round of all cases; numbers in results.json."""
     import render
 
-    payload = benchmark.pedantic(run_all, rounds=1, iterations=1)
-    print("\n" + render.gpt2_table(payload))
-    for r in payload["rows"]:
-        benchmark.extra_info[f"{r['case']}/{r['impl']}"] = (
-            r["times"]["fwd_bwd"]["min"] if r.get("status") == "ok" else r.get("status"))
+    payload = bl.benchmark_once(benchmark, run_all, render.gpt2_table)
     # correctness, not timing: every implementation computes the same first loss
     bad = [r for r in payload["rows"] if (r.get("loss_diff_vs_eager") or 0) > 1e-3]
     assert not bad, "; ".join(f"{r['case']}/{r['impl']}: loss differs from eager by "

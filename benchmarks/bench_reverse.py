@@ -3,7 +3,7 @@
 For each llm.c-style kernel of ``csrc/kernels/`` (layernorm, GELU, softmax, attention,
 cross-entropy) this builds ONE program from
 
-* the engine's translation unit (``torchclad.ad.differentiate(...).translation_unit()``:
+* the engine's translation unit (``torchclad.engine.differentiate(...).translation_unit()``:
   the kernel, ``<f>_reverse_forw`` and ``<f>_reverse_sweep``),
 * a hand-written float32 backward of the same kernel, ``benchmarks/oracles/<kernel>_backward.cpp``
   (benchmark oracle only, never imported by the package),
@@ -53,7 +53,7 @@ TARGET = 1.3  # generated / hand-written, the project's goal
 @dataclass(frozen=True)
 class RevCase:
     kernel: str           # benchmarks/reverse/<kernel>_main.cpp, benchmarks/oracles/<kernel>_backward.cpp
-    function: str         # the registry entry (torchclad/kernels.py) that is differentiated
+    function: str         # the registry entry (torchclad/builtin/registry.py) that is differentiated
     label: str
     defines: dict = field(default_factory=dict)
 
@@ -72,7 +72,7 @@ CASES: tuple[RevCase, ...] = (
 
 
 def _spec(function: str):
-    from torchclad.kernels import KERNELS
+    from torchclad.builtin.registry import KERNELS
 
     for s in KERNELS:
         if s.name == function:
@@ -84,9 +84,9 @@ def generate(case: RevCase, out_dir: Path) -> tuple[Path | None, float, str]:
     """Run the engine on the registry entry; write the TU. (path, seconds, why-not)."""
     spec = _spec(case.function)
     if spec is None:
-        return None, 0.0, f"not available yet: {case.function} is not in torchclad/kernels.py"
-    from torchclad.ad import differentiate
-    from torchclad.kernels import unit_source
+        return None, 0.0, f"not available yet: {case.function} is not in torchclad/builtin/registry.py"
+    from torchclad.engine import differentiate
+    from torchclad.builtin.registry import unit_source
 
     t0 = time.perf_counter()
     d = differentiate(unit_source(spec), spec.name, None if spec.wrt is None else list(spec.wrt),

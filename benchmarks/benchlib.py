@@ -32,22 +32,18 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-HERE = Path(__file__).resolve().parent
+from results import (  # noqa: F401 - re-exported for the bench_*.py modules
+    HERE, RESULTS_JSON, SCHEMA, atomic_write, fmt_ms, fmt_x, load_results)
+
 ROOT = HERE.parent
-RESULTS_JSON = HERE / "results.json"
-RESULTS_MD = HERE / "results.md"
-RESULTS_PNG = HERE / "results.png"
 
-# version of the section layout; render.py shows a section written by another version as stale
-SCHEMA = 2
-
-# the package's compiler flags (torchclad/build/compiler.py), used for the benchmark programs
+# the package's compiler flags (torchclad/toolchain/compiler.py), used for the benchmark programs
 PACKAGE_CXXFLAGS = ("-O3", "-std=c++17", "-fno-fast-math", "-fopenmp")
 
 
 def kernel_build_flags() -> tuple[list[str], list[str], str]:
     """``(cxxflags, libraries, label)`` of the built-in kernels as installed and as they run on
-    this CPU: the package flags, plus what setup.py adds for them (torchclad/build/isa.py: the
+    this CPU: the package flags, plus what setup.py adds for them (torchclad/toolchain/isa.py: the
     libmvec declarations when the install generated them, the alias-check limit, and the
     CPU-specific build the loader picks here). The C++ benchmarks compile their programs with
     these, so that they time the code the modules run."""
@@ -55,7 +51,7 @@ def kernel_build_flags() -> tuple[list[str], list[str], str]:
     label = " ".join(PACKAGE_CXXFLAGS)
     try:
         sys.path.insert(0, str(ROOT))
-        from torchclad.build import isa
+        from torchclad.toolchain import isa
     except ImportError:
         return flags, libs, label
     header = ROOT / "torchclad" / "_generated" / "torchclad_vecmath.h"
@@ -151,30 +147,6 @@ def machine_info(with_torch: bool = True) -> dict[str, Any]:
     return info
 
 
-def load_results(path: Path = RESULTS_JSON) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-        if isinstance(data, dict) and isinstance(data.get("sections"), dict):
-            return data
-    except (OSError, ValueError):
-        pass
-    return {"sections": {}}
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is wrong for a committed file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def update_section(name: str, payload: dict[str, Any], path: Path = RESULTS_JSON,
                    render: bool = True) -> dict[str, Any]:
     """Store ``payload`` as section ``name`` of the results file; re-render md and png."""
@@ -183,9 +155,9 @@ def update_section(name: str, payload: dict[str, Any], path: Path = RESULTS_JSON
     data["sections"][name] = payload
     data["machine"] = payload.get("machine") or data.get("machine") or machine_info()
     data["updated"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    _atomic_write(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
     if render and path == RESULTS_JSON:
-        import render as _render  # benchmarks/render.py (benchmarks/ is on sys.path)
+        import render as _render  # benchmarks/render.py (it imports results, not benchlib)
 
         try:
             _render.render_all(data)
@@ -415,6 +387,17 @@ def summarize_rows(rows: dict[str, dict[str, Any]], sums: dict[str, tuple[str, .
     return rows
 
 
+def benchmark_once(benchmark: Any, run_all: Any, table: Any) -> dict[str, Any]:
+    """pytest-benchmark entry point of a PyTorch benchmark module: one round of ``run_all``,
+    ``table(payload)`` printed, each row's fwd+bwd minimum (or its status) kept as extra info."""
+    payload = benchmark.pedantic(run_all, rounds=1, iterations=1)
+    print("\n" + table(payload))
+    for r in payload["rows"]:
+        benchmark.extra_info[f"{r['case']}/{r['impl']}"] = (
+            r["times"]["fwd_bwd"]["min"] if r.get("status") == "ok" else r.get("status"))
+    return payload
+
+
 def bench_threads() -> int:
     """Threads for the PyTorch benchmarks: $TORCHCLAD_BENCH_THREADS, default 1 (0 = torch's
     default). One thread by default because the benchmark machine is a shared 2-core box: with
@@ -433,14 +416,3 @@ def cxx() -> list[str]:
 
 def have_cxx() -> bool:
     return shutil.which(cxx()[0]) is not None
-
-
-def fmt_ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    ms = seconds * 1e3
-    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
-
-
-def fmt_x(r: float | None) -> str:
-    return "–" if r is None else f"{r:.2f}×"

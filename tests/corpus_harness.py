@@ -3,7 +3,7 @@
 For one case and one variant (g++ -O level × engine analyses on/off × combined `f_pullback` or split
 `f_reverse_forw` + `f_reverse_sweep`), the harness
 
-  1. calls `torchclad.ad.differentiate` and checks the reported params / wrt against the kernel's
+  1. calls `torchclad.engine.differentiate` and checks the reported params / wrt against the kernel's
      own signature (read here with libclang, independently of the engine);
   2. appends an extern "C" wrapper to `Derivative.translation_unit()` that calls the primal, the
      pullback and the split pair on raw buffers, and compiles it with
@@ -447,7 +447,7 @@ class Session:
         return self._cached(("deriv", case.build_key, analyses), lambda: self._differentiate(case, analyses))
 
     def _differentiate(self, case, analyses: bool):
-        from torchclad.ad import DiffError, Options, differentiate
+        from torchclad.engine import DiffError, Options, differentiate
 
         path = KERNELS / case.file
         t0 = time.perf_counter()

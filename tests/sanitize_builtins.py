@@ -6,7 +6,7 @@ compiled with ``corpus_harness.SANITIZE_FLAGS`` together with a plain ``extern "
 binding, and a ctypes-backed stand-in of ``torchclad._C`` (same binding names, same calling
 convention: addresses as ints, scalars as numbers, a ``Tape``) is installed as ``torchclad._C``
 before ``torchclad.nn`` is imported. The modules then run through the real bridge
-(torchclad/ops.py: split forward, reverse sweep, recomputed records) on sanitized code.
+(torchclad/bridge/op.py: split forward, reverse sweep, recomputed records) on sanitized code.
 
 ``build(out_dir)`` runs in the test process (g++ without the sanitizer runtime preloaded);
 ``python tests/sanitize_builtins.py OUT_DIR`` runs in a process started with
@@ -41,7 +41,7 @@ _EXPORT = '#define TCS_EXPORT extern "C" __attribute__((visibility("default")))\
 
 
 def _scalars(s) -> tuple[str, ...]:
-    from torchclad.build.glue import scalar_types
+    from torchclad.toolchain.glue import scalar_types
 
     return scalar_types(s)
 
@@ -121,10 +121,11 @@ def build(out_dir: Path, jobs: int = 2) -> dict:
     Writes ``signatures.json`` beside the libraries; returns {"seconds": compile time}."""
     import time
 
-    from torchclad import _C, kernels
-    from torchclad.build import compiler as cc
-    from torchclad.build import generated_dir
-    from torchclad.build.signature import dumps
+    from torchclad import _C
+    from torchclad.builtin import registry as kernels
+    from torchclad.toolchain import compiler as cc
+    from torchclad.toolchain import generated_dir
+    from torchclad.toolchain.signature import dumps
 
     sigs = _C.__torchclad_signatures__
     units = _units(sigs)
@@ -174,7 +175,7 @@ class _Shim:
     """Module-like: the bindings of torchclad._C, backed by the sanitized libraries."""
 
     def __init__(self, out_dir: Path):
-        from torchclad.build.signature import loads
+        from torchclad.toolchain.signature import loads
 
         sigs = loads((out_dir / "signatures.json").read_text())
         self.__torchclad_signatures__ = sigs
@@ -255,10 +256,10 @@ def exercise() -> int:
     import torch
 
     import torchclad.nn as tnn
-    from torchclad.nn import _builtin
+    from torchclad.builtin import loader
     from torchclad.testing import ReferenceGPT2
 
-    assert isinstance(_builtin._extension(), _Shim), "the built-in ops do not use the sanitized kernels"
+    assert isinstance(loader.extension(), _Shim), "the built-in ops do not use the sanitized kernels"
     torch.manual_seed(0)
     checks = 0
 

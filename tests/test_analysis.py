@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from torchclad.ad import Engine, Options
+from torchclad.engine import Engine, Options
 
 
 def explain(src: str, name: str, wrt=None, **opts) -> str:

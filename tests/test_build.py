@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from torchclad.build import BuildError, GlueError, glue, load, make_tu
+from torchclad.toolchain import BuildError, GlueError, glue, load, make_tu
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,7 +131,8 @@ def test_glue_template_binds_float_and_double():
     for sfx in ("f32", "f64"):
         for fn in ("scale", "scale_pullback", "scale_reverse_forw", "scale_reverse_sweep"):
             assert f'm.def("{fn}_{sfx}"' in text
-    assert "_grad_" not in text  # void primal: no _grad
+    assert "_grad_" not in text  # void primal: no _grad ...
+    assert "_grad_" in glue.bindings("dot", [dot_derivative()])  # ... a non-void one has it
     assert "scale_pullback<float>(" in text and "scale_pullback<double>(" in text
     assert "reinterpret_cast<const float*>(a1)" in text  # pointer params arrive as addresses
     assert "reinterpret_cast<float*>(d2)" in text  # the scalar adjoint _d_a is a pointer too
@@ -150,6 +151,8 @@ def test_glue_nontemplate_binds_declared_type_only_and_grad_for_nonvoid():
         assert f'm.def("{fn}_f64"' in text
     assert "_f32" not in text
     assert "dot_pullback(" in text and "<double>" not in text
+    template = glue.bindings("scale", [scale_derivative()])  # where both spellings do occur
+    assert "_f32" in template and "scale_pullback<double>(" in template
     assert "double dy" in text  # the seed _d_y is a number
 
 
@@ -271,7 +274,7 @@ template <typename T> T sumsq(const T* a, int n) {
 
 def test_jit_real_engine_two_functions_of_one_source(tmp_path):
     """Two derivatives of one source (sharing the callee sq) compile as one translation unit."""
-    from torchclad.ad import differentiate
+    from torchclad.engine import differentiate
 
     d1 = differentiate(TWO_FUNCTIONS, "squares", "a", filename="two.cpp")
     d2 = differentiate(TWO_FUNCTIONS, "sumsq", "a", filename="two.cpp")
@@ -297,7 +300,7 @@ def test_jit_real_engine_two_functions_of_one_source(tmp_path):
 
 def test_aot_extension_has_every_kernel_binding():
     import torchclad._C as C
-    from torchclad.kernels import KERNELS
+    from torchclad.builtin.registry import KERNELS
 
     for spec in KERNELS:
         for sfx in ("f32", "f64"):
@@ -314,8 +317,8 @@ def test_aot_extension_has_every_kernel_binding():
 
 
 def test_aot_generated_sources_are_readable():
-    from torchclad.build import generated_dir
-    from torchclad.kernels import KERNELS
+    from torchclad.toolchain import generated_dir
+    from torchclad.builtin.registry import KERNELS
 
     for spec in KERNELS:
         unit = generated_dir() / f"{spec.unit}.cpp"
@@ -345,8 +348,7 @@ def test_import_compiles_nothing(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "compiling" not in r.stderr
-    assert not marker.exists()
+    assert not marker.exists()  # no compiler ran (the wrappers would have touched it)
     assert not (tmp_path / "cache").exists()
 
 
@@ -356,7 +358,7 @@ def test_package_flags_undo_pythons_fwrapv():
     # index arithmetic less (the attention sweep ran 2.3x slower; README, Performance).
     import sysconfig
 
-    from torchclad.build import compiler
+    from torchclad.toolchain import compiler
 
     if "-fwrapv" in (sysconfig.get_config_var("CFLAGS") or "").split():
         assert "-fno-wrapv" in compiler.CXXFLAGS

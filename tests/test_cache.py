@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from torchclad.build import BuildError, CacheDirError, LockTimeout, cache, load
+from torchclad.toolchain import BuildError, CacheDirError, LockTimeout, cache, load
 
 TESTS = Path(__file__).resolve().parent
 FLAGS = ["-O0"]
@@ -192,7 +192,7 @@ def test_tampered_extension_is_not_loaded_and_truncated_one_is_rebuilt(built):
 
     r = run_py(f"""
         from test_cache import tiny, FLAGS
-        from torchclad.build import load
+        from torchclad.toolchain import load
         m = load(tiny({token!r}), cache_dir={str(root)!r}, extra_cflags=FLAGS)
         assert m.sq_f64(3.0) == 9.0
     """)
@@ -205,13 +205,21 @@ def test_tampered_extension_is_not_loaded_and_truncated_one_is_rebuilt(built):
 # Warm load
 
 
+def _files(root: Path) -> dict:
+    """(inode, mtime) of every file under the cache root but its lock files."""
+    return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in root.rglob("*")
+            if p.is_file() and "locks" not in p.relative_to(root).parts}
+
+
 def test_fresh_process_loads_from_cache_quickly(built, capsys):
     root, token, _ = built
+    before = _files(root)
+    assert any(p.suffix == ".so" for p in before)
     t0 = time.perf_counter()
     r = run_py(f"""
         import json, time
         t0 = time.perf_counter()
-        import torchclad.build as b
+        import torchclad.toolchain as b
         t1 = time.perf_counter()
         from test_cache import tiny, FLAGS
         t2 = time.perf_counter()
@@ -222,10 +230,10 @@ def test_fresh_process_loads_from_cache_quickly(built, capsys):
     """)
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr
-    assert "compiling" not in r.stderr  # nothing was rebuilt
+    assert _files(root) == before  # nothing was rebuilt or added
     t = json.loads(r.stdout.strip().splitlines()[-1])
     with capsys.disabled():
-        print(f"\n[cache] fresh process: import torchclad.build {t['import'] * 1e3:.1f} ms, "
+        print(f"\n[cache] fresh process: import torchclad.toolchain {t['import'] * 1e3:.1f} ms, "
               f"load() from cache {t['load'] * 1e3:.1f} ms, whole process {wall * 1e3:.0f} ms")
 
 

@@ -1,6 +1,6 @@
 """Acceptance corpus of the AD engine (issue "The AD engine").
 
-Every kernel of tests/corpus is differentiated by `torchclad.ad.differentiate`, compiled at -O0 and
+Every kernel of tests/corpus is differentiated by `torchclad.engine.differentiate`, compiled at -O0 and
 -O2 with the engine's analyses on and off, and run through both generated entry points (combined
 `f_pullback`; split `f_reverse_forw` + `f_reverse_sweep` with a torchclad::Tape). Each variant must
 match float64 central finite differences of the primal (or the case's exact expected gradient at

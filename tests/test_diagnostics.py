@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from torchclad.ad import DiffError, differentiate
+from torchclad.engine import DiffError, differentiate
 
 CASES = [
     ("goto", "double f(double x) { if (x > 0) goto end; x = x * x; end: return x; }",

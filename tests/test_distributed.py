@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
-import warnings
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from gpt2_helpers import batch, fused_unavailable, grads, tiny_config
+from gpt2_helpers import batch, grads, require_fused, tiny_config
 from torchclad.nn import GPT2
 
 WORLD = 2
@@ -48,9 +47,8 @@ def _worker(rank: int, port: int, modes: list, state: dict, idx, tgt, out: str) 
 
 def test_ddp_gradients_match_single_process(tmp_path):
     cfg = tiny_config()
-    modes = [False] + ([True] if fused_unavailable() is None else [])
-    if len(modes) == 1:
-        warnings.warn(f"DDP checked in modular mode only: {fused_unavailable()}")
+    require_fused()              # both modes, always: a missing fused kernel is a failure
+    modes = [False, True]
     torch.manual_seed(0)
     idx, tgt = batch(cfg, 4, 6, seed=3)
     state = {k: v.clone() for k, v in GPT2(cfg).double().state_dict().items()}

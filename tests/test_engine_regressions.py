@@ -2,13 +2,14 @@
 a kernel with its exact gradient. All functions share one source, so they compile once."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
 import torch
 
-from torchclad import build
-from torchclad.ad import Engine
+from torchclad import toolchain as build
+from torchclad.engine import Engine
 
 SRC = textwrap.dedent("""
     #include <cmath>
@@ -161,6 +162,14 @@ def test_conditional_pointer_argument(mod, hb):
 def test_write_once_arena_is_not_taped(mod):
     derivs, m = mod
     assert "_tape.push" not in derivs["layers"].code     # nothing recorded for the arena
+    # (the same arena written in place, without the promise, is taped)
+    inline = ("double layers(double* acts, const double* x0, int L, int n) {\n"
+              "  for (int i = 0; i < n; i++) acts[i] = x0[i];\n"
+              "  for (int l = 0; l < L; l++)\n"
+              "    for (int i = 0; i < n; i++)\n"
+              "      acts[(l + 1) * n + i] = acts[l * n + i] * acts[l * n + i];\n"
+              "  return acts[L * n];\n}\n")
+    assert "_tape.push" in Engine(inline, "inline.cpp").derive("layers", "x0").code
     d = torch.float64
     x = torch.tensor([1.1, 0.7], dtype=d)
     acts, dacts, dx = torch.zeros(8, dtype=d), torch.zeros(8, dtype=d), torch.zeros(2, dtype=d)
@@ -216,6 +225,7 @@ def test_no_accumulator_when_a_callee_gets_one_array_twice(mod):
     derivs, m = mod
     callee = [t for n, t in derivs["first_times"].functions if n.startswith("scale_by_first")]
     assert callee and not any("_acc" in t for t in callee)
+    assert "_acc0 +=" in derivs["wsum"].code              # the accumulator's spelling elsewhere
     d = torch.float64
     x = torch.tensor([0.5, -1.5, 2.0], dtype=d)
     out, dout, dx = torch.zeros(3, dtype=d), torch.ones(3, dtype=d), torch.zeros(3, dtype=d)
@@ -230,14 +240,17 @@ def test_no_accumulator_when_a_callee_gets_one_array_twice(mod):
 # The gradients of these kernels are checked against finite differences by the corpus
 # (tests/corpus/kernels/order_*.cpp, stored_result.cpp); here: which shape the sweep takes.
 
-def _sweep_of(name: str) -> str:
+def _functions_of(name: str) -> dict:
     from pathlib import Path
 
-    from torchclad.ad import differentiate
+    from torchclad.engine import differentiate
 
     path = Path(__file__).resolve().parent / "corpus" / "kernels" / f"{name}.cpp"
-    d = differentiate(path.read_text(), name, None, filename=path.name)
-    return dict(d.functions)[f"{name}_reverse_sweep"]
+    return dict(differentiate(path.read_text(), name, None, filename=path.name).functions)
+
+
+def _sweep_of(name: str) -> str:
+    return _functions_of(name)[f"{name}_reverse_sweep"]
 
 
 def test_order_dependent_reverse_loops_stay_backwards():
@@ -246,32 +259,39 @@ def test_order_dependent_reverse_loops_stay_backwards():
     res = _sweep_of("order_resets")
     assert res.count("i-- > 0") == 3                 # out[0] every iteration; reset + accumulate
     assert "for (int i = 0;" not in res              # into one adjoint; popped values
+    assert "for (int i = 0;" in _sweep_of("order_lanes")    # how a forwards loop is spelled
 
 
 def test_independent_reverse_loops_run_forwards_with_lane_sums():
     sw = _sweep_of("order_lanes")
     assert "i-- >" not in sw
+    assert "i-- >" in _sweep_of("order_recurrence")          # how a backwards loop is spelled
     assert "_lane0[_j0] +=" in sw and "_lane0_1[_j0] +=" in sw    # d a and d b, in 16 lanes
     assert "*_d_a += _acc0;" in sw and "*_d_b += _acc1;" in sw
 
 
 def test_write_once_results_are_read_back():
-    sw = _sweep_of("stored_result")
+    fns = _functions_of("stored_result")
+    sw, forw = fns["stored_result_reverse_sweep"], fns["stored_result_reverse_forw"]
     assert "std::exp" not in sw and "std::tanh" not in sw
+    assert "std::exp" in forw and "std::tanh" in forw
     assert "d_tanh(out[n + i])" in sw and "_r_d0 * out[i]" in sw
     assert "_tape.pop" not in sw                     # the local e is re-read from out
+    assert "_tape.pop" in _sweep_of("order_recurrence")     # where a sweep does pop
 
 
 def test_dead_resets_of_local_adjoint_arrays_are_dropped():
     # attention's 16-lane dot product: `_d_acc` is declared in the body of the s loop; zeroing
     # it after its last use (the engine's reset for the next iteration) stores into a dead array
-    from torchclad.ad import differentiate
-    from torchclad.kernels import KERNELS, unit_source
+    from torchclad.engine import differentiate
+    from torchclad.builtin.registry import KERNELS, unit_source
 
     spec = next(s for s in KERNELS if s.name == "attention_forward")
     d = differentiate(unit_source(spec), spec.name, list(spec.wrt), filename=spec.file)
     sw = dict(d.functions)["attention_forward_reverse_sweep"]
-    assert "T _d_acc[16] = {};" in sw and "_d_acc[j] = 0" not in sw
+    assert "T _d_acc[16] = {};" in sw
+    resets = re.findall(r"^\s*(\w+)\[[^\]\n]+\] = 0;$", sw, re.M)   # adjoint-array resets
+    assert "_d_att" in resets and "_d_acc" not in resets
 
 
 @pytest.mark.parametrize("name,writes", [
@@ -286,7 +306,7 @@ def test_derivative_says_whether_the_sweep_writes_primal_memory(name, writes):
     # checked against the memory itself for every corpus case by corpus_harness (split runs)
     from pathlib import Path
 
-    from torchclad.ad import differentiate
+    from torchclad.engine import differentiate
 
     path = Path(__file__).resolve().parent / "corpus" / "kernels" / f"{name}.cpp"
     d = differentiate(path.read_text(), name, None, filename=path.name)

@@ -1,4 +1,4 @@
-"""The eager fast lane of the built-in ops (torchclad.ops.KernelOp.__call__): what the per-call
+"""The eager fast lane of the built-in ops (torchclad.bridge.op.KernelOp.__call__): what the per-call
 shortcuts must not change -- records freed, checks still raised after a cached call, the
 layernorm op on (..., C) inputs, and which generated sweeps count as restoring memory."""
 
@@ -11,13 +11,14 @@ import pytest
 import torch
 
 import torchclad.nn as tnn
-from torchclad import ops
-from torchclad.build.signature import sweep_restores
-from torchclad.nn import _builtin
+from torchclad.bridge import op as ops
+from torchclad.bridge.plan import Record
+from torchclad.toolchain.signature import sweep_restores
+from torchclad.builtin import ops as builtin_ops
 
 
 def _records_alive() -> int:
-    return sum(type(r) is ops._Record for r in gc.get_objects())
+    return sum(type(r) is Record for r in gc.get_objects())
 
 
 def test_forward_without_backward_frees_outputs_and_tape():
@@ -39,7 +40,7 @@ def test_forward_without_backward_frees_outputs_and_tape():
 
 def test_cached_call_signature_still_checks():
     """A call signature seen before skips re-deriving the shapes, but a bad call always raises."""
-    kop = _builtin.matmul_op
+    kop = builtin_ops.matmul_op
     x, w, b = torch.randn(4, 3), torch.randn(5, 3), torch.randn(5)
     kop(x, w, b)
     kop(x, w, b)  # cached
@@ -56,10 +57,10 @@ def test_index_checks_run_on_every_call():
     """Size functions that look at values (index checks) are never cached."""
     logits = torch.randn(4, 6)
     good = torch.tensor([0, 1, 5, -1])
-    _builtin.crossentropy_op(logits, good)
-    _builtin.crossentropy_op(logits, good)
+    builtin_ops.crossentropy_op(logits, good)
+    builtin_ops.crossentropy_op(logits, good)
     with pytest.raises(IndexError, match="out of range"):
-        _builtin.crossentropy_op(logits, torch.tensor([0, 1, 6, 2]))
+        builtin_ops.crossentropy_op(logits, torch.tensor([0, 1, 6, 2]))
 
 
 @pytest.mark.parametrize("shape", [(5, 8), (2, 3, 8), (8,), (0, 8), (2, 0, 8)])
@@ -67,7 +68,7 @@ def test_layernorm_op_takes_leading_dims(shape):
     """layernorm_forward reads (..., C): out has the input's shape, mean / rstd one per row."""
     x = torch.randn(shape, dtype=torch.float64)
     w, b = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
-    out, mean, rstd = _builtin.layernorm(x, w, b)
+    out, mean, rstd = builtin_ops.layernorm(x, w, b)
     assert out.shape == x.shape and mean.shape == rstd.shape == (x.numel() // 8,)
     ref = torch.nn.functional.layer_norm(x, (8,), w, b, 1e-5)
     torch.testing.assert_close(out, ref)
@@ -88,15 +89,15 @@ def test_layernorm_module_graph_has_no_views():
 
 def test_layernorm_op_shape_errors():
     with pytest.raises(ValueError, match="at least 1 dimension"):
-        _builtin.layernorm(torch.randn(()), torch.randn(0), torch.randn(0))
+        builtin_ops.layernorm(torch.randn(()), torch.randn(0), torch.randn(0))
     with pytest.raises(ValueError, match="'weight' must have shape"):
-        _builtin.layernorm(torch.randn(2, 3, 4), torch.randn(3), torch.randn(4))
+        builtin_ops.layernorm(torch.randn(2, 3, 4), torch.randn(3), torch.randn(4))
 
 
 def test_sweep_restores_is_the_engines_answer():
     """The sweep's own stack arrays (a local restored from the tape, lane sums) do not count;
     restoring an output does."""
-    from torchclad.ad import differentiate
+    from torchclad.engine import differentiate
 
     own = """
     double f(double* out, const double* x, int n) {
@@ -116,8 +117,8 @@ def test_sweep_restores_is_the_engines_answer():
 
 
 def test_builtin_layernorm_sweep_does_not_restore():
-    """So the bridge does not copy the outputs around the sweep (ops.KernelOp._sweep)."""
-    assert not _builtin.layernorm_kernel_op(1e-5)._sweep_restores
+    """So the bridge does not copy the outputs around the sweep (ops.KernelOp.sweep)."""
+    assert not builtin_ops.layernorm_kernel_op(1e-5).sweep_restores
 
 
 @pytest.mark.parametrize("make", [lambda: tnn.LayerNorm(8), lambda: tnn.Linear(8, 8),
@@ -136,6 +137,6 @@ def test_repeated_backward_same_gradients(make):
     for gr in grads[1:]:
         assert torch.equal(gr, grads[0])
     for kop in list(ops._ops.values()):
-        for bufs in kop._scratch.zero.values():
+        for bufs in kop.buffers.zero.values():
             for b in bufs:
                 assert not b.any()

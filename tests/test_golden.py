@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from torchclad.ad import differentiate
-from torchclad.ad.driver import GENERATED_FILE
+from torchclad.engine import differentiate
+from torchclad.engine.driver import GENERATED_FILE
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden"
@@ -102,8 +102,11 @@ def _signature(d, name, scalar):
 def test_generated_code_compiles_without_warnings(tmp_path, name, src, fn, wrt):
     import subprocess
     d = differentiate(src.read_text(), fn, wrt, filename=src.name)
+    text = d.translation_unit()
+    # the warnings of generated code are told apart by the file name its #line gives it
+    assert re.search(rf'^#line \d+ "{re.escape(GENERATED_FILE)}"$', text, re.M), text[-2000:]
     tu = tmp_path / f"{name}.cpp"
-    tu.write_text(d.translation_unit() + "\n" + _instantiations(d))
+    tu.write_text(text + "\n" + _instantiations(d))
     runtime = TESTS.parent / "csrc" / "runtime"
     r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-fopenmp",
                         "-I", str(runtime), str(tu)], capture_output=True, text=True)

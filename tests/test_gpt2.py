@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torchclad.nn as tnn
-from gpt2_helpers import MODES, batch, fused_unavailable, grads, make, require_fused, tiny_config
+from gpt2_helpers import MODES, batch, grads, make, require_fused, tiny_config
 from torchclad.nn import GPT2, GPT2Config
 from torchclad.nn.gpt2 import TokenIndexError
 from torchclad.testing import ReferenceGPT2
@@ -88,7 +88,7 @@ def test_state_dict_round_trip_both_ways(fused):
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
     buf.seek(0)
-    other = GPT2(cfg, fused=not fused and fused_unavailable() is None)
+    other = GPT2(cfg, fused=not fused)
     other.load_state_dict(torch.load(buf))
     torch.testing.assert_close(other(idx, tgt)[1], L1, rtol=1e-5, atol=1e-5)
 
@@ -317,21 +317,21 @@ def test_generate():
     assert out.shape == (2, 12) and int(out.max()) < cfg.vocab_size
 
 
-# ---- modular: the tied embedding's gradient accumulated in place (gpt2._TiedGrad)
+# ---- modular: the tied embedding's gradient accumulated in place (gpt2.tied._TiedGrad)
 
 
 def _spy_tied(monkeypatch):
     """Records, per encoder backward, whether the lm_head's d weight was handed over."""
-    from torchclad.nn import gpt2
+    from torchclad.nn.gpt2 import tied
 
     seen = []
-    orig = gpt2._TiedEncoder.backward
+    orig = tied._TiedEncoder.backward
 
     def backward(ctx, d_out):
         seen.append(ctx.tie.grad is not None)
         return orig(ctx, d_out)
 
-    monkeypatch.setattr(gpt2._TiedEncoder, "backward", staticmethod(backward))
+    monkeypatch.setattr(tied._TiedEncoder, "backward", staticmethod(backward))
     return seen
 
 
@@ -339,7 +339,7 @@ def _spy_tied(monkeypatch):
 def test_modular_tied_gradient_is_accumulated_in_place(monkeypatch, targets):
     """The encoder's sweep adds into the lm_head's weight gradient (one buffer, handed to
     .grad); the result is the reference's, and the untied-accumulation path's."""
-    from torchclad.nn import gpt2
+    from torchclad.nn.gpt2 import tied
 
     seen = _spy_tied(monkeypatch)
     cfg = tiny_config()
@@ -359,7 +359,7 @@ def test_modular_tied_gradient_is_accumulated_in_place(monkeypatch, targets):
     assert seen == [True]
     for k, g in want.items():
         torch.testing.assert_close(got[k], g, rtol=1e-10, atol=1e-12, msg=k)
-    monkeypatch.setattr(gpt2._TiedGrad, "enabled", False)
+    monkeypatch.setattr(tied._TiedGrad, "enabled", False)
     plain = run(model)
     assert seen == [True]  # the plain path: no _TiedEncoder
     for k, g in plain.items():

@@ -185,7 +185,7 @@ def test_deepcopy_and_pickle_get_their_own_buffers():
         torch.testing.assert_close(grads(loaded)[k], g, rtol=1e-10, atol=1e-12, msg=k)
 
 
-# ---- reuse of the gradient and logits buffers (see _Fused.take_shared)
+# ---- reuse of the gradient and logits buffers (see Fused.take_shared)
 
 
 def _twin_with_fresh_buffers(model):
@@ -340,14 +340,14 @@ def test_concurrent_backward_into_grad():
 def test_scratch_returned_after_backward_gives_the_same_steps(monkeypatch):
     """keep_scratch=False (arena and sweep scratch given back after each backward): the same
     gradients as the pooled default, and nothing kept between steps but the shared buffers."""
-    from torchclad.nn.gpt2 import _Fused
+    from torchclad.nn.gpt2.fused import Fused
 
     cfg = tiny_config()
     model, _ = make(cfg, True, torch.float64)
     lean = _twin_with_fresh_buffers(model)
     lean._fused.reuse_buffers = True
     monkeypatch.setattr(lean._fused, "keep_scratch", False)
-    assert _Fused.keep_scratch
+    assert Fused.keep_scratch
     for step in range(3):
         idx, tgt = batch(cfg, 2, 5, seed=step)
         for m in (model, lean):

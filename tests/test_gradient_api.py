@@ -1,4 +1,4 @@
-"""torchclad.gradient: the pinned API (DESIGN.md), run on generated code.
+"""torchclad.gradient: the pinned API (README, docs/internals.md), run on generated code.
 
 Each distinct (source, function, wrt) is one JIT compile, so kernels are built once per module.
 """

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from nn_helpers import ATOL, RTOL, gradcheck_module
 
 import torchclad.nn as tnn
-from torchclad.nn import _builtin
+from torchclad.builtin import ops as builtin_ops
 from torchclad.testing import assert_parity
 
 
@@ -93,7 +93,7 @@ def test_large_scores_are_stable():
 def test_attention_op_outputs_scores_and_probabilities():
     B, T, NH, hs = 2, 5, 2, 3
     qkv = torch.randn(B, T, 3 * NH * hs, dtype=torch.float64)
-    out, preatt, att = _builtin.attention(qkv.view(B, T, 3, NH, hs))
+    out, preatt, att = builtin_ops.attention(qkv.view(B, T, 3, NH, hs))
     q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(NH * hs, dim=2))
     want = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, -1)
     torch.testing.assert_close(out, want)
@@ -128,12 +128,13 @@ def test_bad_config_and_inputs():
 def test_opcheck():
     for dtype in (torch.float32, torch.float64):
         qkv = torch.randn(2, 4, 3, 2, 3, dtype=dtype, requires_grad=True)
-        torch.library.opcheck(_builtin.attention, (qkv,))
+        torch.library.opcheck(builtin_ops.attention, (qkv,))
 
 
 def test_attention_tape_holds_only_row_statistics():
     """preatt / att are TORCHCLAD_WRITE_ONCE: the generated forward tapes no array element."""
-    from torchclad import ad, kernels
+    from torchclad import engine as ad
+    from torchclad.builtin import registry as kernels
 
     spec = next(s for s in kernels.KERNELS if s.name == "attention_forward")
     d = ad.differentiate(kernels.unit_source(spec), spec.name, list(spec.wrt))

@@ -7,7 +7,7 @@ import torch
 from nn_helpers import ATOL, LEADING, RTOL, gradcheck_module
 
 import torchclad.nn as tnn
-from torchclad.nn import _builtin
+from torchclad.builtin import ops as builtin_ops
 from torchclad.testing import assert_parity
 
 
@@ -79,17 +79,17 @@ def test_encoder_op_gpt2_input_layer():
     idx = torch.tensor([[1, 4, 4], [0, 2, 1]])
     wte = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
     wpe = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    out = _builtin.encoder(idx, wte, wpe)
+    out = builtin_ops.encoder(idx, wte, wpe)
     torch.testing.assert_close(out, wte[idx] + wpe[:3])
-    assert torch.autograd.gradcheck(lambda a, b: _builtin.encoder(idx, a, b), (wte, wpe))
+    assert torch.autograd.gradcheck(lambda a, b: builtin_ops.encoder(idx, a, b), (wte, wpe))
 
 
 def test_opcheck():
     for dtype in (torch.float32, torch.float64):
         w = torch.randn(6, 3, dtype=dtype, requires_grad=True)
-        torch.library.opcheck(_builtin.embedding, (torch.tensor([5, 0, 5]), w))
+        torch.library.opcheck(builtin_ops.embedding, (torch.tensor([5, 0, 5]), w))
         wpe = torch.randn(3, 3, dtype=dtype, requires_grad=True)
-        torch.library.opcheck(_builtin.encoder, (torch.tensor([[5, 0], [1, 1]]), w, wpe))
-    torch.library.opcheck(_builtin.checked_indices, (torch.tensor([1, 2, 0]), 3, None, "Embedding"))
-    torch.library.opcheck(_builtin.checked_indices,
+        torch.library.opcheck(builtin_ops.encoder, (torch.tensor([[5, 0], [1, 1]]), w, wpe))
+    torch.library.opcheck(builtin_ops.checked_indices, (torch.tensor([1, 2, 0]), 3, None, "Embedding"))
+    torch.library.opcheck(builtin_ops.checked_indices,
                           (torch.tensor([1, -100, 0]), 3, -100, "CrossEntropyLoss"))

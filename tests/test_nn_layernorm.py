@@ -7,7 +7,7 @@ import torch
 from nn_helpers import ATOL, LEADING, RTOL, gradcheck_module
 
 import torchclad.nn as tnn
-from torchclad.nn import _builtin
+from torchclad.builtin import ops as builtin_ops
 from torchclad.testing import assert_parity
 
 CONFIGS = [dict(), dict(bias=False), dict(elementwise_affine=False), dict(eps=1e-3)]
@@ -113,9 +113,9 @@ def test_opcheck():
         x = torch.randn(4, 6, dtype=dtype, requires_grad=True)
         w = torch.randn(6, dtype=dtype, requires_grad=True)
         b = torch.randn(6, dtype=dtype, requires_grad=True)
-        torch.library.opcheck(_builtin.layernorm, (x, w, b))
-        torch.library.opcheck(_builtin.layernorm, (x, x.new_empty(0), x.new_empty(0)))
-    op = _builtin.layernorm_op(1e-3)  # an eps of its own: another op of the same kernel
-    assert op is not _builtin.layernorm and op is _builtin.layernorm_op(1e-3)
+        torch.library.opcheck(builtin_ops.layernorm, (x, w, b))
+        torch.library.opcheck(builtin_ops.layernorm, (x, x.new_empty(0), x.new_empty(0)))
+    op = builtin_ops.layernorm_op(1e-3)  # an eps of its own: another op of the same kernel
+    assert op is not builtin_ops.layernorm and op is builtin_ops.layernorm_op(1e-3)
     torch.library.opcheck(op, (torch.randn(3, 5, requires_grad=True), torch.randn(5),
                                torch.randn(5)))

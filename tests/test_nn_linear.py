@@ -9,8 +9,8 @@ import torch
 from nn_helpers import ATOL, LEADING, RTOL, gradcheck_module
 
 import torchclad.nn as tnn
-from torchclad import kernels
-from torchclad.nn import _builtin
+from torchclad.builtin import registry as kernels
+from torchclad.builtin import ops as builtin_ops
 from torchclad.testing import assert_parity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,14 +92,14 @@ def test_opcheck():
         x = torch.randn(5, 7, dtype=dtype, requires_grad=True)
         w = torch.randn(3, 7, dtype=dtype, requires_grad=True)
         b = torch.randn(3, dtype=dtype, requires_grad=True)
-        torch.library.opcheck(_builtin.matmul, (x, w, b))
-        torch.library.opcheck(_builtin.matmul, (x, w, x.new_empty(0)))
+        torch.library.opcheck(builtin_ops.matmul, (x, w, b))
+        torch.library.opcheck(builtin_ops.matmul, (x, w, x.new_empty(0)))
 
 
 # ---- the hard rule: the only hand-written derivative is matmul's, and it is the one used
 
 def test_matmul_backward_is_the_custom_derivative():
-    from torchclad import ad
+    from torchclad import engine as ad
 
     spec = next(s for s in kernels.KERNELS if s.name == "matmul_forward")
     assert spec.sources == ("kernels/matmul.cpp", "custom/matmul.cpp")
@@ -122,7 +122,7 @@ def test_only_matmul_has_a_hand_written_derivative():
 
 
 def test_unit_source_and_link_requirements():
-    from torchclad.build import compiler
+    from torchclad.toolchain import compiler
 
     spec = next(s for s in kernels.KERNELS if s.name == "matmul_forward")
     text = kernels.unit_source(spec)
@@ -140,8 +140,8 @@ def test_aot_generate_builds_multi_file_units(tmp_path):
     """KernelSpec.sources: the unit's text is its files concatenated (with #line markers)."""
     from dataclasses import replace
 
-    from torchclad import ad
-    from torchclad.build import aot
+    from torchclad import engine as ad
+    from torchclad.toolchain import aot
 
     csrc = tmp_path / "csrc"
     (csrc / "kernels").mkdir(parents=True)

@@ -9,7 +9,7 @@ import torch
 from nn_helpers import ATOL, LEADING, RTOL, gradcheck_module
 
 import torchclad.nn as tnn
-from torchclad.nn import _builtin
+from torchclad.builtin import ops as builtin_ops
 from torchclad.testing import assert_parity
 
 
@@ -64,10 +64,10 @@ def test_bad_config_and_inputs():
 def test_residual_op():
     a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     b = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    torch.testing.assert_close(_builtin.residual(a, b), a + b)
-    assert torch.autograd.gradcheck(_builtin.residual, (a, b))
+    torch.testing.assert_close(builtin_ops.residual(a, b), a + b)
+    assert torch.autograd.gradcheck(builtin_ops.residual, (a, b))
     for dtype in (torch.float32, torch.float64):
-        torch.library.opcheck(_builtin.residual, (a.detach().to(dtype).requires_grad_(),
+        torch.library.opcheck(builtin_ops.residual, (a.detach().to(dtype).requires_grad_(),
                                                   b.detach().to(dtype).requires_grad_()))
 
 
@@ -75,19 +75,19 @@ def test_ops_refuse_inconsistent_arrays():
     """Called directly, the ops check shapes and indices before the kernel reads anything."""
     f = torch.randn
     cases = [
-        (_builtin.residual, (f(3), f(4)), ValueError, "must match"),
-        (_builtin.matmul, (f(2, 3), f(4, 5), f(4)), ValueError, "expected \\(OC, 3\\)"),
-        (_builtin.matmul, (f(2, 3), f(4, 3), f(5)), ValueError, "'bias' must have shape \\(4,\\)"),
-        (_builtin.matmul, (f(6), f(4, 3), f(4)), ValueError, "'inp' must have 2 dimensions"),
-        (_builtin.softmax, (f(6),), ValueError, "2 dimensions"),
-        (_builtin.layernorm, (f(2, 3), f(4), f(3)), ValueError, "'weight' must have shape"),
-        (_builtin.attention, (f(2, 4, 6),), ValueError, "5 dimensions"),
-        (_builtin.attention, (f(1, 4, 2, 2, 3),), ValueError, "\\(B, T, 3, NH, hs\\)"),
-        (_builtin.crossentropy, (f(2, 3), torch.tensor([0, 3])), IndexError, "holds 3"),
-        (_builtin.crossentropy, (f(2, 3), torch.tensor([0])), ValueError, "'targets' must"),
-        (_builtin.embedding, (torch.tensor([0, -2]), f(3, 2)), IndexError, "holds -2"),
-        (_builtin.encoder, (torch.tensor([[0, 9]]), f(3, 2), f(4, 2)), IndexError, "holds 9"),
-        (_builtin.encoder, (torch.tensor([[0, 1]]), f(3, 2), f(1, 2)), ValueError, "maxT >= T"),
+        (builtin_ops.residual, (f(3), f(4)), ValueError, "must match"),
+        (builtin_ops.matmul, (f(2, 3), f(4, 5), f(4)), ValueError, "expected \\(OC, 3\\)"),
+        (builtin_ops.matmul, (f(2, 3), f(4, 3), f(5)), ValueError, "'bias' must have shape \\(4,\\)"),
+        (builtin_ops.matmul, (f(6), f(4, 3), f(4)), ValueError, "'inp' must have 2 dimensions"),
+        (builtin_ops.softmax, (f(6),), ValueError, "2 dimensions"),
+        (builtin_ops.layernorm, (f(2, 3), f(4), f(3)), ValueError, "'weight' must have shape"),
+        (builtin_ops.attention, (f(2, 4, 6),), ValueError, "5 dimensions"),
+        (builtin_ops.attention, (f(1, 4, 2, 2, 3),), ValueError, "\\(B, T, 3, NH, hs\\)"),
+        (builtin_ops.crossentropy, (f(2, 3), torch.tensor([0, 3])), IndexError, "holds 3"),
+        (builtin_ops.crossentropy, (f(2, 3), torch.tensor([0])), ValueError, "'targets' must"),
+        (builtin_ops.embedding, (torch.tensor([0, -2]), f(3, 2)), IndexError, "holds -2"),
+        (builtin_ops.encoder, (torch.tensor([[0, 9]]), f(3, 2), f(4, 2)), IndexError, "holds 9"),
+        (builtin_ops.encoder, (torch.tensor([[0, 1]]), f(3, 2), f(1, 2)), ValueError, "maxT >= T"),
     ]
     for op, args, exc, msg in cases:
         with pytest.raises(exc, match=msg):

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from torchclad.ad import differentiate
+from torchclad.engine import differentiate
 
 ELEMENTWISE = textwrap.dedent("""
     #include <cmath>
@@ -67,6 +67,8 @@ def test_shared_weights_become_a_reduction():
     code = differentiate(ROWS, "rows", "inp, w").code
     assert "#pragma omp parallel for reduction(+: _d_w[:C])" in _sweep(code, "rows")
     assert "_tape.push(" not in _forw(code, "rows")     # per-row values go to slots
+    recording = differentiate(RECORDING, "prod", "inp").code
+    assert "_tape.push(" in _forw(recording, "prod")   # (a serial forward does push)
 
 
 def test_scalar_parameter_adjoint_keeps_reverse_serial():
@@ -78,14 +80,16 @@ def test_scalar_parameter_adjoint_keeps_reverse_serial():
 def test_recording_inside_keeps_forward_serial():
     code = differentiate(RECORDING, "prod", "inp").code
     assert "#pragma omp" not in code
+    assert "_tape.push(" in _forw(code, "prod")        # the recording that keeps it serial
+    assert "#pragma omp" in _forw(differentiate(SHARED_SCALAR, "scale", "inp, a").code, "scale")
 
 
 @pytest.fixture(scope="module")
 def mod():
     """One extension for all kernels (one compile), run with 2 OpenMP threads."""
     import os
-    from torchclad import build
-    from torchclad.ad import Engine
+    from torchclad import toolchain as build
+    from torchclad.engine import Engine
     os.environ["OMP_NUM_THREADS"] = "2"
     engine = Engine(ELEMENTWISE + ROWS + RECORDING, "omp.cpp")
     derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w"),

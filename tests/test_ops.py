@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import torchclad
-from torchclad import ops
+from torchclad.bridge import op as ops
 
 MUL_TANH = r"""
 #include <cmath>
@@ -201,13 +201,13 @@ def test_spec_errors():
 def _count_forwards(op, monkeypatch):
     kop = ops.kernel_op(op)
     calls = []
-    real = kop._run_forward
+    real = kop.run_forward
 
     def counting(ins, record):
         calls.append(record)
         return real(ins, record)
 
-    monkeypatch.setattr(kop, "_run_forward", counting)
+    monkeypatch.setattr(kop, "run_forward", counting)
     return calls
 
 
@@ -236,15 +236,15 @@ def test_no_tape_without_autograd(mul_tanh):
     a, b = _pair()
     with torch.inference_mode():
         y = mul_tanh(a, b)
-    assert getattr(y.untyped_storage(), ops._RECORD_ATTR, None) is None
+    assert getattr(y.untyped_storage(), ops.RECORD_ATTR, None) is None
     y = mul_tanh(a.detach(), b.detach())
-    assert getattr(y.untyped_storage(), ops._RECORD_ATTR, None) is None
+    assert getattr(y.untyped_storage(), ops.RECORD_ATTR, None) is None
 
 
 def test_tape_freed_when_backward_never_runs(mul_tanh):
     a, b = _pair((64,))
     y = mul_tanh(a, b)
-    r = weakref.ref(getattr(y.untyped_storage(), ops._RECORD_ATTR))
+    r = weakref.ref(getattr(y.untyped_storage(), ops.RECORD_ATTR))
     z = (y * 3).sum()  # graph alive, backward never called
     del y
     gc.collect()

@@ -1,33 +1,36 @@
 """torchclad: compiler-generated (source-transformation AD) gradients for PyTorch.
 
-Heavy pieces (torch, libclang, the build machinery) are imported lazily: ``torchclad.gradient``
-and ``torchclad.ops`` import them inside their functions, so ``import torchclad.build`` or
-``import torchclad.ad`` stays cheap.
+The package in layers, in the order data flows through them (docs/internals.md):
+
+- ``torchclad.engine``    C++ source -> generated derivative source (libclang, no torch)
+- ``torchclad.toolchain`` generated source -> compiled, cached extension module (no torch)
+- ``torchclad.bridge``    compiled module -> torch ops, autograd, ``gradient`` / ``function``
+- ``torchclad.builtin``   the package's own kernels (``csrc/kernels``) and their ops
+- ``torchclad.nn``        torch.nn-style modules over the built-in ops, GPT-2
+
+Heavy pieces (torch, libclang, the compiler) are imported lazily, inside the functions that
+need them, so ``import torchclad`` and ``import torchclad.engine`` stay cheap.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-# The submodule torchclad/gradient.py has the same name as the public function. Importing the
-# submodule here, then binding the name to the function, keeps ``torchclad.gradient`` the
-# function: later ``import torchclad.gradient`` finds the module in sys.modules and does not
-# rebind the package attribute. gradient.py has no heavy top-level imports.
-from torchclad.gradient import Gradient, gradient  # noqa: E402
+from torchclad.bridge.gradient import Gradient, gradient  # no heavy top-level imports
 
 __all__ = ["gradient", "function", "Gradient", "__version__"]
 
 
 def function(source, name, *, inputs, outputs, sizes=None):
-    """Make a differentiable torch op from a C++ kernel; see :func:`torchclad.ops.function`."""
-    from torchclad.ops import function as _function
+    """Make a differentiable torch op from a C++ kernel; see :func:`torchclad.bridge.op.function`."""
+    from torchclad.bridge.op import function as _function
 
     return _function(source, name, inputs=inputs, outputs=outputs, sizes=sizes)
 
 
 def __getattr__(attr):
     # Lazy access to submodules: torchclad.nn, torchclad.testing, ...
-    if attr in ("nn", "ops", "testing", "cli", "demo", "ad", "build"):
+    if attr in ("nn", "testing", "cli", "demo", "engine", "toolchain", "bridge", "builtin"):
         import importlib
 
         return importlib.import_module(f"torchclad.{attr}")

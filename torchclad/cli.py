@@ -33,7 +33,7 @@ def _gen(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"torchclad gen: cannot read {args.file}: {e.strerror or e}", file=sys.stderr)
         return 2
-    from torchclad.ad import differentiate
+    from torchclad.engine import differentiate
 
     try:
         d = differentiate(source, args.fn, args.wrt, filename=str(path))

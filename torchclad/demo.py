@@ -23,21 +23,23 @@ import time
 
 KERNEL = "gelu_forward"
 KERNEL_FILE = "gelu.cpp"
+FUSED_KERNEL = "gpt2_forward"
 
 
 def generated_source() -> tuple[str, str]:
     """(text, where it came from): the build's kept translation unit, else a fresh engine run."""
-    from torchclad import build
+    from torchclad import toolchain
 
-    kept = build.generated_dir() / KERNEL_FILE
+    kept = toolchain.generated_dir() / KERNEL_FILE
     if kept.is_file():
         return kept.read_text(), str(kept)
-    from torchclad import ad, kernels
+    from torchclad import engine
+    from torchclad.builtin import registry
 
-    spec = next(s for s in kernels.KERNELS if s.name == KERNEL)
-    src = kernels.unit_source(spec)
-    d = ad.differentiate(src, KERNEL, None if spec.wrt is None else list(spec.wrt))
-    return d.code, "torchclad.ad.differentiate (regenerated)"
+    spec = next(s for s in registry.KERNELS if s.name == KERNEL)
+    src = registry.unit_source(spec)
+    d = engine.differentiate(src, KERNEL, None if spec.wrt is None else list(spec.wrt))
+    return d.code, "torchclad.engine.differentiate (regenerated)"
 
 
 def function_text(code: str, name: str, max_lines: int = 40) -> str:
@@ -65,12 +67,13 @@ def function_text(code: str, name: str, max_lines: int = 40) -> str:
 
 def fused_sweep_outline(max_calls: int = 12) -> str:
     """The layer loop of the fused GPT-2's generated reverse sweep, one line per call."""
-    from torchclad import build
+    from torchclad import toolchain
+    from torchclad.engine import names
 
-    kept = build.generated_dir() / "gpt2.cpp"
+    kept = toolchain.generated_dir() / "gpt2.cpp"
     if not kept.is_file():
         return ""
-    body = function_text(kept.read_text(), "gpt2_forward_reverse_sweep", max_lines=10_000)
+    body = function_text(kept.read_text(), names.reverse_sweep(FUSED_KERNEL), max_lines=10_000)
     lines = body.splitlines()
     start = next((i for i, l in enumerate(lines) if "l-- > 0" in l), None)
     if start is None:
@@ -78,7 +81,8 @@ def fused_sweep_outline(max_calls: int = 12) -> str:
     out = [lines[start].strip() + "   // the layers, last to first"]
     for l in lines[start + 1:]:
         m = re.match(r"\s*((?:clad::custom_derivatives::)?\w+)\(", l)
-        if m and ("_reverse_sweep" in m.group(1) or "custom_derivatives" in m.group(1)):
+        split = names.split_generated(m.group(1)) if m else None
+        if m and ((split and split[1] == "reverse_sweep") or "custom_derivatives" in m.group(1)):
             note = "   // hand-written (BLAS)" if "custom_derivatives" in m.group(1) else ""
             out.append(f"    {m.group(1)}(...);{note}")
             if len(out) > max_calls:
@@ -162,70 +166,67 @@ def _plot(path: str, steps: list[int], ours: list[float], ref: list[float],
     return path
 
 
-def main(argv=None) -> int:
-    args = _parse(argv)
-    t_start = time.perf_counter()
-    import torch
+class _Log:
+    """What the training loop measured, per logged step (every step)."""
 
-    import torchclad
-    from torchclad.data import CharTokenizer, batches, tiny_corpus, train_val_split
-    from torchclad.nn import GPT2, GPT2Config
-    from torchclad.testing import ReferenceGPT2
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.loss_ours: list[float] = []
+        self.loss_ref: list[float] = []
+        self.t_ours: list[float] = []
+        self.t_ref: list[float] = []
 
-    torch.manual_seed(args.seed)
-    print(f"torchclad {torchclad.__version__} demo: a GPT-2 trained with compiler-generated "
-          "gradients")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)\n")
+
+def _intro() -> None:
+    """Part 1: a generated reverse sweep, and the outline of the fused GPT-2's."""
+    from torchclad.engine import names
 
     code, origin = generated_source()
     print(f"1. The engine differentiates plain C++ kernels. Its reverse sweep for GELU "
           f"({origin}):\n")
-    print(function_text(code, f"{KERNEL}_reverse_sweep", max_lines=20))
+    print(function_text(code, names.reverse_sweep(KERNEL), max_lines=20))
     outline = fused_sweep_outline()
     if outline:
         print("\n   The fused GPT-2 trained below is one C++ function for the whole model "
-              "(csrc/kernels/gpt2.cpp); its backward,\n   gpt2_forward_reverse_sweep, is generated "
-              "the same way and calls the layers' generated sweeps:\n")
+              f"(csrc/kernels/gpt2.cpp); its backward,\n   {names.reverse_sweep(FUSED_KERNEL)}, "
+              "is generated the same way and calls the layers' generated sweeps:\n")
         print("\n".join("   " + l for l in outline.splitlines()))
     print("\n   matmul's derivative (csrc/custom/matmul.cpp, BLAS) is the only hand-written "
           "derivative in torchclad.\n")
 
-    # ---- data and models
-    text = tiny_corpus(200_000, seed=args.seed)
-    tok = CharTokenizer(text)
-    train, val = train_val_split(tok.encode(text), 0.1)
-    cfg = GPT2Config(block_size=args.block_size, vocab_size=tok.vocab_size, n_layer=args.n_layer,
-                     n_head=args.n_head, n_embd=args.n_embd, bias=True)
-    ours = GPT2(cfg, fused=(args.mode == "fused"))
-    ref = ReferenceGPT2(cfg)
-    ref.load_state_dict(ours.state_dict())  # same initial weights
-    n_params = ours.get_num_params(non_embedding=False)
-    print(f"2. Training on {len(text):,} characters of generated text ({tok.vocab_size} symbols), "
-          f"for example:\n   {text[:110]!r}...")
-    print(f"   GPT-2 {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block "
-          f"{cfg.block_size}: {n_params:,} parameters; batch {args.batch_size} x "
-          f"{args.block_size}, AdamW, {args.steps} steps.")
-    print(f"   torchclad GPT2(fused={ours.fused}) and the PyTorch reference start from the same "
-          "weights and see the same batches, step by step.\n")
+
+def _step(model, opt, x, y, lr: float, times: list[float]) -> float:
+    """One AdamW training step of ``model``; returns the loss, appends the time it took."""
+    import torch
+
+    for g in opt.param_groups:
+        g["lr"] = lr
+    t0 = time.perf_counter()
+    _, loss = model(x, y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    times.append(time.perf_counter() - t0)
+    return loss.item()
+
+
+def _train(args, ours, ref, train) -> _Log:
+    """Part 2's loop: both models in lock step on the same batches, re-planned to the budget."""
+    import torch
+
+    from torchclad.data import batches
 
     opt_kw = dict(lr=args.lr, betas=(0.9, 0.99), weight_decay=0.01)
     opt_ours = torch.optim.AdamW(ours.parameters(), **opt_kw)
     opt_ref = torch.optim.AdamW(ref.parameters(), **opt_kw)
-
     head = (f"   {'step':>5}  {'torchclad':>10}  {'reference':>10}  {'|diff|':>9}  "
             f"{'torchclad ms':>12}  {'reference ms':>12}")
     print(head)
     print("   " + "-" * (len(head) - 3))
-    steps_logged: list[int] = []
-    loss_ours: list[float] = []
-    loss_ref: list[float] = []
-    t_ours: list[float] = []
-    t_ref: list[float] = []
-    planned = args.steps
-    cut = False
-    last_print = time.perf_counter()
-    t_train = time.perf_counter()
-    t_loop = t_train
+    log = _Log()
+    planned, cut = args.steps, False
+    last_print = t_train = t_loop = time.perf_counter()
     for step, (x, y) in enumerate(batches(train, args.batch_size, args.block_size,
                                           seed=args.seed, steps=args.steps)):
         if step >= planned:
@@ -248,54 +249,33 @@ def main(argv=None) -> int:
             if step >= planned:
                 break
         lr = _cosine_lr(step, planned, args.lr)
-        results = []
-        for model, opt, times in ((ours, opt_ours, t_ours), (ref, opt_ref, t_ref)):
-            for g in opt.param_groups:
-                g["lr"] = lr
-            t0 = time.perf_counter()
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            times.append(time.perf_counter() - t0)
-            results.append(loss.item())
-        steps_logged.append(step)
-        loss_ours.append(results[0])
-        loss_ref.append(results[1])
+        a = _step(ours, opt_ours, x, y, lr, log.t_ours)
+        b = _step(ref, opt_ref, x, y, lr, log.t_ref)
+        log.steps.append(step)
+        log.loss_ours.append(a)
+        log.loss_ref.append(b)
         if (step % args.log_every == 0 or step == planned - 1
                 or time.perf_counter() - last_print > 20):
             last_print = time.perf_counter()
-            print(f"   {step:>5}  {results[0]:>10.4f}  {results[1]:>10.4f}  "
-                  f"{abs(results[0] - results[1]):>9.2e}  {1e3 * t_ours[-1]:>12.1f}  "
-                  f"{1e3 * t_ref[-1]:>12.1f}", flush=True)
+            print(f"   {step:>5}  {a:>10.4f}  {b:>10.4f}  {abs(a - b):>9.2e}  "
+                  f"{1e3 * log.t_ours[-1]:>12.1f}  {1e3 * log.t_ref[-1]:>12.1f}", flush=True)
+    return log
 
-    # ---- evaluation, sample, summary
-    @torch.no_grad()
-    def val_loss(model) -> float:
-        total = 0.0
-        for vx, vy in batches(val, 32, args.block_size, seed=0, steps=4):
-            total += model(vx, vy)[1].item()
-        return total / 4
 
-    v_ours, v_ref = val_loss(ours), val_loss(ref)
-    prompt = tok.encode("On Monday, ").unsqueeze(0)
-    sample = tok.decode(ours.generate(prompt, 120, temperature=0.8,
-                                      generator=torch.Generator().manual_seed(0))[0])
-
-    diffs = [abs(a - b) for a, b in zip(loss_ours, loss_ref)]
-    skip = min(5, len(t_ours) - 1)  # first steps include one-time allocations
-    ms_ours = 1e3 * statistics.median(t_ours[skip:])
-    ms_ref = 1e3 * statistics.median(t_ref[skip:])
+def _summary(log: _Log, v_ours: float, v_ref: float, sample: str) -> float:
+    """Part 3's table and notes; returns the largest loss difference of the first 10 steps."""
+    diffs = [abs(a - b) for a, b in zip(log.loss_ours, log.loss_ref)]
+    skip = min(5, len(log.t_ours) - 1)  # first steps include one-time allocations
+    ms_ours = 1e3 * statistics.median(log.t_ours[skip:])
+    ms_ref = 1e3 * statistics.median(log.t_ref[skip:])
     first10 = max(diffs[:10]) if diffs else 0.0
-    print(f"\n3. Summary ({len(loss_ours)} steps)\n")
+    lo, lr = log.loss_ours, log.loss_ref
+    print(f"\n3. Summary ({len(lo)} steps)\n")
     ratio = ms_ours / ms_ref
     print(_table([
         ("", "torchclad", "PyTorch reference", "difference"),
-        ("initial loss", f"{loss_ours[0]:.4f}", f"{loss_ref[0]:.4f}",
-         f"{abs(loss_ours[0] - loss_ref[0]):.1e}"),
-        ("final training loss", f"{loss_ours[-1]:.4f}", f"{loss_ref[-1]:.4f}",
-         f"{abs(loss_ours[-1] - loss_ref[-1]):.1e}"),
+        ("initial loss", f"{lo[0]:.4f}", f"{lr[0]:.4f}", f"{abs(lo[0] - lr[0]):.1e}"),
+        ("final training loss", f"{lo[-1]:.4f}", f"{lr[-1]:.4f}", f"{abs(lo[-1] - lr[-1]):.1e}"),
         ("validation loss", f"{v_ours:.4f}", f"{v_ref:.4f}", f"{abs(v_ours - v_ref):.1e}"),
         ("median ms / training step", f"{ms_ours:.1f}", f"{ms_ref:.1f}", f"ratio {ratio:.2f}"),
     ]))
@@ -309,17 +289,69 @@ def main(argv=None) -> int:
     print(f"   speed: a torchclad training step takes {ratio:.2f}x the time of the PyTorch one "
           "(forward, backward, AdamW)")
     print(f"\n   sample from the torchclad model (temperature 0.8):\n   {sample!r}")
+    return first10
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    t_start = time.perf_counter()
+    import torch
+
+    import torchclad
+    from torchclad.data import CharTokenizer, batches, tiny_corpus, train_val_split
+    from torchclad.nn import GPT2, GPT2Config
+    from torchclad.testing import ReferenceGPT2
+
+    torch.manual_seed(args.seed)
+    print(f"torchclad {torchclad.__version__} demo: a GPT-2 trained with compiler-generated "
+          "gradients")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)\n")
+    _intro()
+
+    # ---- data and models
+    text = tiny_corpus(200_000, seed=args.seed)
+    tok = CharTokenizer(text)
+    train, val = train_val_split(tok.encode(text), 0.1)
+    cfg = GPT2Config(block_size=args.block_size, vocab_size=tok.vocab_size, n_layer=args.n_layer,
+                     n_head=args.n_head, n_embd=args.n_embd, bias=True)
+    ours = GPT2(cfg, fused=(args.mode == "fused"))
+    ref = ReferenceGPT2(cfg)
+    ref.load_state_dict(ours.state_dict())  # same initial weights
+    n_params = ours.get_num_params(non_embedding=False)
+    print(f"2. Training on {len(text):,} characters of generated text ({tok.vocab_size} symbols), "
+          f"for example:\n   {text[:110]!r}...")
+    print(f"   GPT-2 {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block "
+          f"{cfg.block_size}: {n_params:,} parameters; batch {args.batch_size} x "
+          f"{args.block_size}, AdamW, {args.steps} steps.")
+    print(f"   torchclad GPT2(fused={ours.fused}) and the PyTorch reference start from the same "
+          "weights and see the same batches, step by step.\n")
+    log = _train(args, ours, ref, train)
+
+    # ---- evaluation, sample, summary
+    @torch.no_grad()
+    def val_loss(model) -> float:
+        total = 0.0
+        for vx, vy in batches(val, 32, args.block_size, seed=0, steps=4):
+            total += model(vx, vy)[1].item()
+        return total / 4
+
+    v_ours, v_ref = val_loss(ours), val_loss(ref)
+    prompt = tok.encode("On Monday, ").unsqueeze(0)
+    sample = tok.decode(ours.generate(prompt, 120, temperature=0.8,
+                                      generator=torch.Generator().manual_seed(0))[0])
+    first10 = _summary(log, v_ours, v_ref, sample)
 
     title = (f"GPT-2 {cfg.n_layer}L/{cfg.n_head}H/{cfg.n_embd}C char-level, batch "
              f"{args.batch_size}x{args.block_size}: torchclad GPT2(fused={ours.fused}) vs PyTorch")
-    path = _plot(os.path.join(args.out, "gpt2_loss.png"), steps_logged, loss_ours, loss_ref,
-                 (v_ours, v_ref), title)
+    path = _plot(os.path.join(args.out, "gpt2_loss.png"), log.steps, log.loss_ours,
+                 log.loss_ref, (v_ours, v_ref), title)
     if path:
         print(f"\n   loss curves written to {os.path.abspath(path)}")
     else:
         print("\n   (matplotlib is not installed: no plot; pip install matplotlib)")
     print(f"\n   total demo time {time.perf_counter() - t_start:.0f} s")
-    ok = first10 < 1e-3 and abs(v_ours - v_ref) < 0.05 and loss_ours[-1] < loss_ours[0] - 1.0
+    lo = log.loss_ours
+    ok = first10 < 1e-3 and abs(v_ours - v_ref) < 0.05 and lo[-1] < lo[0] - 1.0
     if not ok:
         print("   PARITY CHECK FAILED", file=sys.stderr)
     return 0 if ok else 1

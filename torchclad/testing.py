@@ -6,9 +6,25 @@ import math
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 __all__ = ["assert_parity", "ReferenceGPT2"]
+
+
+def _flatten(outputs: Any) -> tuple[list, Any]:
+    """``(leaves, structure)`` of a module's outputs (tensors in tuples, lists, dicts...).
+
+    torch's pytree (``torch.utils._pytree.tree_flatten``) is private, and torch has no public
+    equivalent: it is used here only."""
+    from torch.utils._pytree import tree_flatten
+
+    return tree_flatten(outputs)
+
+
+def _state_module(m: torch.nn.Module) -> torch.nn.Module:
+    """The module that holds ``m``'s state: a ``torch.compile``'d module's original.
+
+    torch has no public accessor for it: this reads ``OptimizedModule._orig_mod``, here only."""
+    return getattr(m, "_orig_mod", m)
 
 
 def _prepare(inputs: tuple) -> list:
@@ -48,11 +64,11 @@ def assert_parity(module_a: torch.nn.Module, module_b: torch.nn.Module, *inputs:
     absolute error per compared quantity.
     """
     # A torch.compile'd module runs compiled; its state and parameters are the original's.
-    state_a, state_b = (getattr(m, "_orig_mod", m) for m in (module_a, module_b))
+    state_a, state_b = _state_module(module_a), _state_module(module_b)
     state_b.load_state_dict(state_a.state_dict())
     ins_a, ins_b = _prepare(inputs), _prepare(inputs)
-    out_a, spec_a = tree_flatten(module_a(*ins_a))
-    out_b, spec_b = tree_flatten(module_b(*ins_b))
+    out_a, spec_a = _flatten(module_a(*ins_a))
+    out_b, spec_b = _flatten(module_b(*ins_b))
     if spec_a != spec_b:
         raise AssertionError(f"assert_parity: outputs have different structure:\n{spec_a}\nvs\n{spec_b}")
 
@@ -82,21 +98,20 @@ def assert_parity(module_a: torch.nn.Module, module_b: torch.nn.Module, *inputs:
         pb = params_b.get(name)
         if pb is None:
             raise AssertionError(f"assert_parity: parameter {name!r} of module_a is missing in module_b")
-        what = f"grad of parameter {name!r}"
-        if (pa.grad is None) != (pb.grad is None):
-            which = "module_a" if pa.grad is None else "module_b"
-            raise AssertionError(f"assert_parity: {what}: None in {which} only")
-        if pa.grad is not None:
-            errors[what] = _close(pa.grad, pb.grad, what, rtol, atol)
+        _compare_grads(f"grad of parameter {name!r}", pa.grad, pb.grad, rtol, atol, errors)
     for i, (xa, xb) in enumerate(zip(ins_a, ins_b)):
         if isinstance(xa, torch.Tensor) and xa.requires_grad:
-            what = f"grad of input {i}"
-            if (xa.grad is None) != (xb.grad is None):
-                which = "module_a" if xa.grad is None else "module_b"
-                raise AssertionError(f"assert_parity: {what}: None in {which} only")
-            if xa.grad is not None:
-                errors[what] = _close(xa.grad, xb.grad, what, rtol, atol)
+            _compare_grads(f"grad of input {i}", xa.grad, xb.grad, rtol, atol, errors)
     return errors
+
+
+def _compare_grads(what: str, ga, gb, rtol: float, atol: float, errors: dict) -> None:
+    """Both gradients None, or both present and close (their error recorded under `what`)."""
+    if (ga is None) != (gb is None):
+        which = "module_a" if ga is None else "module_b"
+        raise AssertionError(f"assert_parity: {what}: None in {which} only")
+    if ga is not None:
+        errors[what] = _close(ga, gb, what, rtol, atol)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 // The translation unit is the layer kernels of torchclad.nn (csrc/kernels/encoder.cpp,
 // layernorm.cpp, matmul.cpp + its custom derivative csrc/custom/matmul.cpp, attention.cpp,
 // gelu.cpp, residual.cpp, crossentropy.cpp) followed by this file (KernelSpec.sources in
-// torchclad/kernels.py). The engine differentiates gpt2_forward as a whole: one generated
+// torchclad/builtin/registry.py). The engine differentiates gpt2_forward as a whole: one generated
 // reverse sweep that calls the generated sweeps of the layer kernels, and the one hand-written
 // derivative, matmul's (BLAS), for the seven matmuls per layer and the lm_head.
 //

@@ -11,7 +11,7 @@
 // derivatives up before differentiating a body, so this body (which calls BLAS) is never
 // differentiated; the split-mode pair it emits is reverse_forw = this function, reverse_sweep =
 // the custom pullback. The translation unit is this file followed by csrc/custom/matmul.cpp
-// (KernelSpec.sources in torchclad/kernels.py).
+// (KernelSpec.sources in torchclad/builtin/registry.py).
 //
 // BLAS: the Fortran sgemm_ / dgemm_ that torch's libtorch_cpu.so exports (MKL), declared here;
 // the extension links against libtorch_cpu.so (KernelSpec.libraries = ("torch_cpu",)). Fortran

@@ -14,7 +14,7 @@ CXX = os.environ.get("CXX", "g++")
 
 def build(out_dir: Path) -> Path:
     """Generate the three gradients with the engine and compile them with the driver."""
-    from torchclad import ad
+    from torchclad import engine as ad
 
     eng = ad.Engine((HERE / "ode.cpp").read_text(), "ode.cpp")
     derivs = [eng.derive(f, ["y", "k"]) for f in ("ode_taped", "ode_checkpointed", "ode_every")]

@@ -19,7 +19,7 @@ Random values come from a generator seeded by the case name, so every run sees t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np

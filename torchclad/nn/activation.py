@@ -8,8 +8,8 @@ from typing import Optional
 
 import torch
 
-from . import _builtin
-from ._builtin import check_input, check_int32
+from ..builtin import ops as builtin_ops
+from .checks import check_input, check_int32
 
 
 class GELU(torch.nn.Module):
@@ -35,8 +35,8 @@ class GELU(torch.nn.Module):
         check_input("GELU", input)
         check_int32("GELU", "the number of input elements", input.numel())
         if self.approximate == "tanh":
-            return _builtin.gelu_op(input)
-        return _builtin.gelu_erf_op(input)
+            return builtin_ops.gelu_op(input)
+        return builtin_ops.gelu_erf_op(input)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
@@ -76,14 +76,14 @@ class Softmax(torch.nn.Module):
             raise IndexError(f"Softmax: dim {dim} is out of range for a {nd}-dimensional input "
                              f"(expected to be in range of [{lo}, {hi}])")
         if nd == 0:
-            return _builtin.softmax_op(input.reshape(1, 1)).reshape(())
+            return builtin_ops.softmax_op(input.reshape(1, 1)).reshape(())
         dim = dim % nd
         x = input.movedim(dim, -1)
         moved = x.shape
         C = moved[-1]
         N = math.prod(moved[:-1])
         check_int32("Softmax", "the number of input elements", N * C)
-        y = _builtin.softmax_op(x.reshape(N, C)).reshape(moved)
+        y = builtin_ops.softmax_op(x.reshape(N, C)).reshape(moved)
         return y.movedim(-1, dim)
 
     def extra_repr(self) -> str:

@@ -11,29 +11,10 @@ import math
 
 import torch
 
-from . import _builtin
-from ._builtin import check_input, check_int32, check_params_dtype
+from ..builtin import ops as builtin_ops
+from .checks import (check_input, check_int32, check_params_dtype, check_positive_int,
+                     config_value)
 from .linear import Linear
-
-
-def config_value(owner: str, config, name: str, default=None, *, required: bool = True):
-    """``config.<name>`` (or ``config[name]`` for a dict), with an error naming what is missing."""
-    if isinstance(config, dict):
-        if name in config:
-            return config[name]
-    elif hasattr(config, name):
-        return getattr(config, name)
-    if required and default is None:
-        raise TypeError(f"{owner}: config has no {name!r}; expected an object with n_embd, "
-                        f"n_head, block_size and bias (like nanoGPT's GPTConfig), got "
-                        f"{type(config).__name__}")
-    return default
-
-
-def check_positive_int(owner: str, name: str, v) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {v!r}")
-    return v
 
 
 class CausalSelfAttention(torch.nn.Module):
@@ -82,7 +63,7 @@ class CausalSelfAttention(torch.nn.Module):
         check_int32(owner, "the attention matrix size B * n_head * T * T", B * nh * T * T)
         check_int32(owner, "the number of q, k, v elements", B * T * 3 * C)
         qkv = self.c_attn(x.reshape(B, T, C))
-        y, _preatt, _att = _builtin.attention_op(qkv.view(B, T, 3, nh, C // nh))
+        y, _preatt, _att = builtin_ops.attention_op(qkv.view(B, T, 3, nh, C // nh))
         return self.c_proj(y).reshape(x.shape)
 
     def extra_repr(self) -> str:

@@ -56,6 +56,15 @@ class ConvertReport(list):
         return f"ConvertReport(replaced={list(self)!r}, skipped={self.skipped!r})"
 
 
+def _child_slots(parent: torch.nn.Module) -> dict:
+    """``parent``'s direct submodules by name, as the mutable dict that holds them.
+
+    ``named_children()`` yields a module registered under two names once, and ``setattr`` runs
+    torch's module registration hooks; convert must see and replace every name, and nothing
+    else, so this returns torch.nn.Module's private ``_modules``, here only."""
+    return parent._modules
+
+
 def _params_ok(m: torch.nn.Module) -> Optional[str]:
     """Why ``m``'s parameters cannot go to torchclad kernels, or None."""
     for name, p in m.named_parameters(recurse=False):
@@ -165,12 +174,13 @@ def convert(model: torch.nn.Module) -> ConvertReport:
         if id(parent) in seen:
             return
         seen.add(id(parent))
-        for name, child in list(parent._modules.items()):
+        slots = _child_slots(parent)
+        for name, child in list(slots.items()):
             if child is None:
                 continue
             qual = f"{prefix}{name}"
             if id(child) in done:
-                parent._modules[name] = done[id(child)]
+                slots[name] = done[id(child)]
                 continue
             rule = _RULES.get(type(child))
             if rule is None:
@@ -188,7 +198,7 @@ def convert(model: torch.nn.Module) -> ConvertReport:
                 continue
             new = build(child)
             done[id(child)] = new
-            parent._modules[name] = new
+            slots[name] = new
             replaced.append(Replacement(qual, f"torch.nn.{type(child).__name__}",
                                         f"torchclad.nn.{type(new).__name__}"))
 

@@ -12,17 +12,8 @@ import math
 import torch
 from torch.nn import Parameter
 
-from . import _builtin
-from ._builtin import check_input, check_int32, none_tensor, params_dtype
-
-
-def factory_kwargs(owner: str, device, dtype) -> dict:
-    """``device`` / ``dtype`` arguments of a constructor, checked for what the kernels run on."""
-    if device is not None and torch.device(device).type != "cpu":
-        raise ValueError(f"{owner}: device={device!r}; torchclad kernels run on the CPU only")
-    if dtype is not None and dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"{owner}: dtype must be torch.float32 or torch.float64, got {dtype}")
-    return {"device": device, "dtype": dtype}
+from ..builtin import ops as builtin_ops
+from .checks import check_input, check_int32, factory_kwargs, params_dtype
 
 
 class Linear(torch.nn.Module):
@@ -68,8 +59,8 @@ class Linear(torch.nn.Module):
         rows = math.prod(lead)
         check_int32("Linear", "the number of input / output elements",
                     rows * max(self.in_features, self.out_features))
-        bias = self.bias if self.bias is not None else none_tensor(self.weight)
-        out = _builtin.matmul_op(input.reshape(rows, self.in_features), self.weight, bias)
+        bias = self.bias if self.bias is not None else builtin_ops.none_tensor(self.weight)
+        out = builtin_ops.matmul_op(input.reshape(rows, self.in_features), self.weight, bias)
         return out.reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:

@@ -7,10 +7,21 @@ from typing import Optional
 
 import torch
 
-from . import _builtin
-from ._builtin import check_input, check_int32, dtype_name
+from ..builtin import ops as builtin_ops
+from .checks import check_input, check_int32, dtype_name
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+
+def _legacy_reduction(size_average, reduce) -> str:
+    """The ``reduction`` torch.nn losses make of the deprecated ``size_average`` / ``reduce``
+    arguments (with torch's deprecation warning).
+
+    torch has no public function for it: this calls the one its own losses use,
+    ``torch.nn._reduction.legacy_get_string``, here only."""
+    from torch.nn import _reduction
+
+    return _reduction.legacy_get_string(size_average, reduce)
 
 
 class CrossEntropyLoss(torch.nn.Module):
@@ -32,7 +43,7 @@ class CrossEntropyLoss(torch.nn.Module):
                  label_smoothing: float = 0.0) -> None:
         super().__init__()
         if size_average is not None or reduce is not None:
-            reduction = torch.nn._reduction.legacy_get_string(size_average, reduce)
+            reduction = _legacy_reduction(size_average, reduce)
         if weight is not None:
             raise NotImplementedError("torchclad.nn.CrossEntropyLoss: class weights (weight=...) "
                                       "are not supported; use torch.nn.CrossEntropyLoss")
@@ -80,9 +91,9 @@ class CrossEntropyLoss(torch.nn.Module):
             raise ValueError(f"CrossEntropyLoss: input of shape {tuple(input.shape)} has 0 classes")
         rows = math.prod(want)
         check_int32("CrossEntropyLoss", "the number of logits", rows * C)
-        targets = _builtin.checked_indices(target.reshape(rows), C, self.ignore_index,
+        targets = builtin_ops.checked_indices(target.reshape(rows), C, self.ignore_index,
                                            "CrossEntropyLoss")
-        losses = _builtin.crossentropy_op(logits, targets)
+        losses = builtin_ops.crossentropy_op(logits, targets)
         if self.reduction == "none":
             return losses.reshape(want)
         total = losses.sum()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .activation import GELU
-from .attention import check_positive_int, config_value
+from .checks import check_positive_int, config_value
 from .linear import Linear
 
 

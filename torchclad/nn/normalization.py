@@ -8,9 +8,8 @@ from typing import Sequence, Union
 import torch
 from torch.nn import Parameter
 
-from . import _builtin
-from ._builtin import check_input, check_int32, none_tensor, params_dtype
-from .linear import factory_kwargs
+from ..builtin import ops as builtin_ops
+from .checks import check_input, check_int32, factory_kwargs, params_dtype
 
 
 class LayerNorm(torch.nn.Module):
@@ -49,7 +48,7 @@ class LayerNorm(torch.nn.Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         self.reset_parameters()
-        _builtin.layernorm_op(eps)  # register the op for this eps now, not while compiling
+        builtin_ops.layernorm_op(eps)  # register the op for this eps now, not while compiling
 
     def reset_parameters(self) -> None:
         if self.weight is not None:
@@ -76,15 +75,15 @@ class LayerNorm(torch.nn.Module):
         if k == 1:
             # the op takes (..., C) as it is, and (C,) parameters: no reshape, so no view nodes
             # in the autograd graph
-            w = none_tensor(input) if w is None else w
-            b = none_tensor(input) if b is None else b
-            out, _mean, _rstd = _builtin.layernorm_kernel_op(self.eps)(input, w, b)
+            w = builtin_ops.none_tensor(input) if w is None else w
+            b = builtin_ops.none_tensor(input) if b is None else b
+            out, _mean, _rstd = builtin_ops.layernorm_kernel_op(self.eps)(input, w, b)
             return out
         C = math.prod(self.normalized_shape)
         x = input.reshape(-1, C) if C > 0 else input.reshape(math.prod(input.shape[:-k]), C)
-        w = none_tensor(x) if w is None else w.reshape(C)
-        b = none_tensor(x) if b is None else b.reshape(C)
-        out, _mean, _rstd = _builtin.layernorm_kernel_op(self.eps)(x, w, b)
+        w = builtin_ops.none_tensor(x) if w is None else w.reshape(C)
+        b = builtin_ops.none_tensor(x) if b is None else b.reshape(C)
+        out, _mean, _rstd = builtin_ops.layernorm_kernel_op(self.eps)(x, w, b)
         return out.reshape(input.shape)
 
     def extra_repr(self) -> str:

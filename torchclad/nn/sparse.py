@@ -8,9 +8,8 @@ from typing import Optional
 import torch
 from torch.nn import Parameter
 
-from . import _builtin
-from ._builtin import check_int32, check_params_dtype, dtype_name
-from .linear import factory_kwargs
+from ..builtin import ops as builtin_ops
+from .checks import check_int32, check_params_dtype, dtype_name, factory_kwargs
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
@@ -78,8 +77,8 @@ class Embedding(torch.nn.Module):
                              "the CPU only (move it with .cpu())")
         n = math.prod(input.shape)
         check_int32("Embedding", "the number of output elements", n * self.embedding_dim)
-        idx = _builtin.checked_indices(input.reshape(n), self.num_embeddings, None, "Embedding")
-        out = _builtin.embedding_op(idx, self.weight)
+        idx = builtin_ops.checked_indices(input.reshape(n), self.num_embeddings, None, "Embedding")
+        out = builtin_ops.embedding_op(idx, self.weight)
         return out.reshape(*input.shape, self.embedding_dim)
 
     def extra_repr(self) -> str:

@@ -1,4 +1,4 @@
-// Helper math used by the engine's rule table (torchclad/ad/rules/math.py).
+// Helper math used by the engine's rule table (torchclad/engine/rules/math.py).
 // Every helper is templated on the value type so float kernels stay in float.
 // Kinks follow PyTorch: max/min ties split evenly, sign(0) = 0.
 #pragma once

@@ -1,0 +1,386 @@
+"""``torchclad.function``: a C++ kernel as a differentiable ``torch.library`` custom op.
+
+::
+
+    gelu = torchclad.function(src, "gelu_forward", inputs=["inp"],
+                              outputs={"out": lambda inp: inp.shape},
+                              sizes={"N": lambda inp: inp.numel()})
+    y = gelu(x)                 # torch.ops.torchclad.gelu_forward_<hash>(x)
+
+How the op is put together (split mode):
+
+- ``torchclad::<op>(inputs...) -> outputs`` runs ``f_reverse_forw``, which records what the
+  reverse sweep needs on a fresh ``Tape``. The tape, the call's arguments and the input buffers
+  the forward ran on form a :class:`~torchclad.bridge.plan.Record`, attached to the storage of
+  the op's first output (not owning the outputs: that would be a cycle through C++). It lives
+  exactly as long as that output: nothing leaks when backward never runs, and no registry or
+  extra output is needed, so ``opcheck`` and ``torch.compile`` see a plain op.
+- Its backward (:mod:`torchclad.bridge.autograd`) finds the record through the saved output,
+  seeds the output adjoints with copies of the incoming grads (adjoints accumulate) and runs
+  ``f_reverse_sweep`` only, on the very buffers of the forward; outputs the sweep restores are
+  put back afterwards, since they are the caller's tensors.
+- One sweep consumes a record. A second backward through the same graph (``retain_graph=True``,
+  ``gradcheck``), or an output whose record is gone, recomputes the record from the saved inputs
+  by running ``f_reverse_forw`` again: the gradient never depends on the record's bookkeeping.
+- With grad mode on inside the op (the dispatcher's no-autograd path) or under
+  ``torch.inference_mode()``, the plain forward ``f`` runs and nothing is recorded.
+- Calling the :class:`KernelOp` itself (what the ``torchclad.nn`` modules do) is the same op
+  with a fast lane for plain eager autograd (:func:`torchclad.bridge.autograd.make_function`).
+  Anything else -- ``torch.compile``, a dispatch mode (fake tensors, opcheck, FX), tensor
+  subclasses, functorch transforms, tracing -- takes the custom op. Without grad (no input
+  requires it, or grad mode off) the lane runs the plain forward and records nothing.
+- Checks, output shapes and sizes are worked out once per call signature
+  (:mod:`torchclad.bridge.plan`); the sweep's seeds come from a pool
+  (:mod:`torchclad.bridge.scratch`). A reverse sweep that never restores memory from the tape
+  (``torchclad.toolchain.signature.sweep_restores``, the case of every built-in kernel) leaves
+  the forward's outputs alone, so they are not copied around it; ``zero_outputs=False``
+  (built-in kernels, which write every element of their outputs) allocates outputs without
+  zero-filling them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import keyword
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from torchclad.bridge import autograd
+from torchclad.bridge.kernel import Kernel
+from torchclad.bridge.plan import Planner, Record
+from torchclad.bridge.scratch import SweepBuffers
+from torchclad.toolchain.signature import sweep_restores
+
+__all__ = ["function", "KernelOp", "kernel_op", "make_op", "op_identifier", "RECORD_ATTR"]
+
+NAMESPACE = "torchclad"
+#: the attribute of an output's storage that holds the op's :class:`Record`
+RECORD_ATTR = "_torchclad_record"
+_ops_lock = threading.Lock()
+_ops: dict[str, "KernelOp"] = {}
+
+
+def function(source: str, name: str, *, inputs: Sequence[str],
+             outputs: Mapping[str, Callable[..., Any]],
+             sizes: Mapping[str, Callable[..., Any]] | None = None):
+    """Differentiate ``name`` in the C++ ``source``, compile it and wrap it as a custom op.
+
+    - ``inputs``: pointer parameters read from tensors, in the op's argument order.
+    - ``outputs``: ``{param: shape_fn}`` for the pointer parameters the kernel writes; the op
+      returns them in this order (one tensor, or a tuple). A parameter that is also in
+      ``inputs`` is updated in place on a copy of the input. A non-void kernel's floating
+      return value is returned last, as a 0-dim tensor.
+    - ``sizes``: ``{param: fn}`` for the scalar parameters (``int N``, also a constant float).
+
+    Every function receives the input tensors positionally. Templates give float32 and
+    float64 from one source; CPU tensors only; non-contiguous inputs are accepted.
+    Returns the ``torch.library`` custom op (a ``CustomOpDef``; call it like a function).
+    """
+    from torchclad import engine, toolchain
+
+    if isinstance(inputs, str):  # "a, b" like Clad's argument strings
+        inputs = [n.strip() for n in inputs.split(",") if n.strip()]
+    if not isinstance(outputs, Mapping) or (sizes is not None and not isinstance(sizes, Mapping)):
+        raise TypeError("outputs and sizes must be dicts {param: fn}, e.g. "
+                        "outputs={'out': lambda x: x.shape}, sizes={'N': lambda x: x.numel()}")
+    sizes = dict(sizes or {})
+    deriv = engine.differentiate(source, name, None)
+    spec_text = repr((source, name, tuple(inputs), tuple(outputs), tuple(sizes)))
+    digest = hashlib.sha256(spec_text.encode()).hexdigest()[:10]
+    kernel = Kernel(deriv, toolchain.load(deriv))
+    opname = f"{op_identifier(name)}_{digest}"
+    return make_op(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes).op
+
+
+def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapping,
+            sizes: Mapping | None = None, zero_outputs: bool = True,
+            static_sizes: Sequence[str] = ()) -> "KernelOp":
+    """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before.
+
+    ``zero_outputs=False``: the kernel writes every element of each output (so they need not be
+    zero-filled before it runs). ``static_sizes``: the size parameters whose functions depend on
+    the inputs' shapes and dtypes only (no value checks): their values are cached per call
+    signature with the output shapes, instead of being recomputed on every call."""
+    with _ops_lock:
+        base, n = opname, 1
+        while opname in _ops:
+            old = _ops[opname]
+            if (old.same_spec(kernel, inputs, outputs, sizes or {})
+                    and old.zero_outputs == zero_outputs
+                    and old.static_sizes == frozenset(static_sizes)):
+                return old
+            n += 1
+            opname = f"{base}_{n}"
+        op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {},
+                      zero_outputs=zero_outputs, static_sizes=static_sizes)
+        _ops[opname] = op
+        return op
+
+
+def kernel_op(op: Any) -> "KernelOp":
+    """The :class:`KernelOp` behind a custom op made here (``CustomOpDef`` or its name)."""
+    name = op if isinstance(op, str) else getattr(op, "_name", None)
+    if isinstance(name, str) and name.startswith(f"{NAMESPACE}::"):
+        name = name.split("::", 1)[1]
+    try:
+        return _ops[name]
+    except KeyError:
+        raise KeyError(f"{op!r} is not an op made by torchclad.function") from None
+
+
+def op_identifier(s: str) -> str:
+    """``s`` as an op name: every character but letters, digits and ``_`` becomes ``_``, and a
+    leading digit (or an empty ``s``) gets a ``k_`` prefix."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in s)
+    return out if out and not out[0].isdigit() else "k_" + out
+
+
+def _arg_name(s: str) -> str:
+    return s + "_" if keyword.iskeyword(s) or s in ("self", "out") else s
+
+
+class KernelOp:
+    """A kernel bound as ``torchclad::<opname>`` (forward) + ``<opname>_backward``.
+
+    ``op`` is the custom op; calling the KernelOp runs it, by the eager fast lane when it can.
+    :meth:`run_forward` and :meth:`run_sweep` are the two halves of split mode, for callers
+    that manage the adjoints themselves."""
+
+    def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes,
+                 zero_outputs: bool = True, static_sizes: Sequence[str] = ()):
+        self.k = k = kernel
+        self.opname = opname
+        self.qualname = f"{NAMESPACE}::{opname}"
+        self.inputs = tuple(inputs)
+        self.outputs = dict(outputs)
+        self.sizes = dict(sizes)
+        self.zero_outputs = bool(zero_outputs)
+        self.static_sizes = frozenset(static_sizes)
+        self._check_spec()
+        unknown = self.static_sizes - set(self.sizes)
+        if unknown:
+            raise ValueError(f"static_sizes: {sorted(unknown)} are not in sizes")
+        # May the reverse sweep write the forward's memory (restore from the tape)? A built-in
+        # kernel's signature says (recorded at build time); a Derivative is checked here.
+        restores = getattr(k.sig, "restores", None)
+        self.sweep_restores = (sweep_restores(k.sig) if restores is None else bool(restores))
+        self.out_names = tuple(self.outputs)
+        self.has_ret = k.ret is not None
+        self.n_out = len(self.out_names) + self.has_ret
+        # Differentiable inputs (floating, with an adjoint) and outputs (floating), by position.
+        self.diff_in = [i for i, n in enumerate(self.inputs)
+                        if k.is_float(k.by_name[n]) and n in k.adjoints]
+        self.diff_out = [i for i, n in enumerate(self.out_names) if k.is_float(k.by_name[n])]
+        self.ret_diff = self.has_ret and k.is_float(k.ret)
+        self.planner = Planner(opname, k, self.inputs, self.outputs, self.sizes,
+                               self.static_sizes)
+        self._plan = self.planner.plan  # bound once: the per-call path
+        self._out_dtypes = self.planner.out_dtypes
+        # Precomputed for the per-call path.
+        self._in_copy = tuple(not (k.by_name[n].const and n not in self.outputs)
+                              for n in self.inputs)
+        self._out_arg_index = tuple(k.params.index(k.by_name[n]) for n in self.out_names)
+        self._res_adj_index = tuple(k.adjoints.index(self.inputs[i]) for i in self.diff_in)
+        # Some output is not floating (for some scalar type): marked non-differentiable.
+        self.frozen_outputs = any(d not in (torch.float32, torch.float64)
+                                  for ds in self._out_dtypes.values() for d in ds) or (
+            self.has_ret and not k.is_float(k.ret))
+        self.buffers = SweepBuffers(k, self.inputs, self.out_names, self.diff_in, self.diff_out,
+                                    zero_pool=not self.zero_outputs)
+        self._define()
+        self._function = autograd.make_function(self)
+
+    def same_spec(self, kernel, inputs, outputs, sizes) -> bool:
+        return (kernel.sig == self.k.sig and tuple(inputs) == self.inputs
+                and dict(outputs) == self.outputs and dict(sizes) == self.sizes)
+
+    def __repr__(self) -> str:
+        return f"<torchclad op {self.qualname} ({self.k.name})>"
+
+    # ---- the spec against the signature; the schema
+
+    def _check_spec(self) -> None:
+        k = self.k
+        sig = f"{k.name}({', '.join(p.name for p in k.params)})"
+        for group, names in (("inputs", self.inputs), ("outputs", tuple(self.outputs)),
+                             ("sizes", tuple(self.sizes))):
+            for n in names:
+                if n not in k.by_name:
+                    raise ValueError(f"{group}: {n!r} is not a parameter of {sig}")
+        if len(set(self.inputs)) != len(self.inputs):
+            raise ValueError(f"inputs: a parameter is listed twice in {list(self.inputs)}")
+        for n in self.inputs:
+            if not k.by_name[n].pointer:
+                raise ValueError(f"inputs: {n!r} of {sig} is a scalar; give scalars in sizes={{{n!r}: fn}}")
+        for n, fn in self.outputs.items():
+            p = k.by_name[n]
+            if not p.pointer or p.const:
+                what = "a scalar" if not p.pointer else "a const pointer (read-only)"
+                raise ValueError(f"outputs: {n!r} of {sig} is {what}; "
+                                 "outputs are the arrays the kernel writes")
+            if not callable(fn):
+                raise TypeError(f"outputs[{n!r}] must be a function of the inputs returning a shape")
+        for n, fn in self.sizes.items():
+            if k.by_name[n].pointer:
+                raise ValueError(f"sizes: {n!r} of {sig} is a pointer; list arrays in inputs or outputs")
+            if not callable(fn):
+                raise TypeError(f"sizes[{n!r}] must be a function of the inputs")
+        self._check_coverage(sig)
+
+    def _check_coverage(self, sig: str) -> None:
+        """Every parameter has a source, every output an adjoint, the op an output."""
+        k = self.k
+        for p in k.params:
+            if p.pointer and p.name not in self.inputs and p.name not in self.outputs:
+                raise ValueError(f"{sig}: pointer parameter {p.name!r} is in neither inputs nor outputs")
+            if not p.pointer and p.name not in self.sizes:
+                raise ValueError(
+                    f"{sig}: scalar parameter {p.name!r} has no value; add "
+                    f"sizes={{{p.name!r}: lambda *inputs: ...}}"
+                )
+        for n in self.outputs:
+            if k.is_float(k.by_name[n]) and n not in k.adjoints:
+                raise ValueError(
+                    f"{sig}: output {n!r} has no adjoint in the generated pullback "
+                    f"(adjoints: {list(k.adjoints)}); "
+                    "outputs must be differentiated to be seeded"
+                )
+        if not self.outputs and k.ret is None:
+            raise ValueError(f"{sig}: a void kernel needs at least one entry in outputs")
+
+    def _define(self) -> None:
+        """Register the custom op, its fake and (with differentiable inputs) its autograd."""
+        in_names = [_arg_name(n) for n in self.inputs]
+        rets = ["Tensor"] * self.n_out
+        schema = f"({', '.join('Tensor ' + n for n in in_names)}) -> " + (
+            rets[0] if len(rets) == 1 else f"({', '.join(rets)})")
+        self.op = torch.library.custom_op(self.qualname, mutates_args=(), schema=schema)(self._impl)
+        self.op.register_fake(self._fake)
+        if self.diff_in:
+            autograd.register(self)
+
+    def _fake(self, *ins):
+        outs = self.planner.fake_outputs(ins)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ---- calls
+
+    def __call__(self, *ins):
+        """``self.op(*ins)``, by the fast lane when that is plain eager autograd."""
+        if torch.compiler.is_compiling() or not autograd.plain_call(ins):
+            return self.op(*ins)
+        if not (torch.is_grad_enabled() and any(t.requires_grad for t in ins)):
+            outs, _ = self.run_forward(ins, record=False)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._function.apply(*ins)
+
+    def _impl(self, *ins):
+        # Inside the autograd formula's forward grad mode is off; grad mode on here means the
+        # dispatcher took the no-autograd path, so nothing will ever need a tape.
+        record = not torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        outs, rec = self.run_forward(ins, record)
+        if rec is not None:
+            # The output's storage owns the record (see detach_outputs).
+            self.detach_outputs(rec)
+            setattr(outs[0].untyped_storage(), RECORD_ATTR, rec)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def backward_impl(self, *args):
+        """The implementation of ``<op>_backward(inputs..., outputs..., grads...)``."""
+        n_in, n_out = len(self.inputs), self.n_out
+        ins, outs, grads = args[:n_in], args[n_in:n_in + n_out], args[n_in + n_out:]
+        storage = outs[0].untyped_storage()
+        rec = getattr(storage, RECORD_ATTR, None)
+        if rec is not None:
+            delattr(storage, RECORD_ATTR)  # one sweep consumes a tape
+        return self.sweep(ins, outs, grads, rec)
+
+    # ---- split mode: the forward and the reverse sweep
+
+    def run_forward(self, ins: Sequence[torch.Tensor], record: bool):
+        """Run the kernel on ``ins`` (checked); returns ``(outputs, Record or None)``: with
+        ``record``, ``f_reverse_forw`` runs and the record holds what the sweep needs."""
+        k = self.k
+        plan = self._plan(ins)
+        scalar = plan.scalar
+        bufs: dict[str, torch.Tensor] = {}
+        # (no autograd graph is recorded here: the fast lane's Function.forward and the op's
+        # implementation run without it, so the inputs need no detach)
+        for n, t, copy in zip(self.inputs, ins, self._in_copy):
+            # a const input is read in place; one the kernel may write is worked on as a copy
+            bufs[n] = t.clone(memory_format=torch.contiguous_format) if copy else t.contiguous()
+        alloc = torch.zeros if self.zero_outputs else torch.empty
+        for n, shape, dtype in plan.outs:
+            bufs[n] = alloc(shape, dtype=dtype)
+        args = plan.args.copy()
+        for i, name in plan.ptr:
+            args[i] = bufs[name].data_ptr()
+        for i, fn, conv in plan.dyn:
+            v = fn(*ins)
+            args[i] = conv(v.item() if isinstance(v, torch.Tensor) else v)
+        rec = None
+        if record:
+            tape = k.new_tape()
+            ret = k.binding("reverse_forw", scalar)(*args, tape)
+            rec = Record(tape, args, bufs, scalar)
+        else:
+            ret = k.binding("", scalar)(*args)
+        outs = [bufs[n] for n in self.out_names]
+        if self.has_ret:
+            outs.append(torch.full((), ret, dtype=plan.ret_dtype))
+        return outs, rec
+
+    def run_sweep(self, rec: Record, adjoints: Sequence[torch.Tensor],
+                  result_seed: float = 0) -> None:
+        """Run ``f_reverse_sweep`` on the tape of ``rec`` (consumed): ``adjoints`` are
+        contiguous tensors, one per name of ``self.k.adjoints`` in that order; the sweep
+        accumulates into the input adjoints and zeroes the output adjoints (the seeds) as it
+        reads them. ``result_seed`` seeds a non-void kernel's return value."""
+        call = list(rec.args)
+        if self.has_ret:
+            call.append(result_seed)
+        call += [a.data_ptr() for a in adjoints]
+        call.append(rec.tape)
+        self.k.binding("reverse_sweep", rec.scalar)(*call)
+
+    def detach_outputs(self, rec: Record) -> None:
+        """Drop the outputs from a record that outlives the call (attached to an output's
+        storage, or held by an autograd node that the outputs point to): it must not own them,
+        or the cycle through C++ would never be collected. The sweep gets them as arguments."""
+        bufs = rec.bufs
+        for n in self.out_names:
+            bufs.pop(n, None)
+
+    def sweep(self, ins, outs, grads, rec):
+        """Input grads from ``grads`` (one per differentiable output, then the return value's),
+        by the reverse sweep on the tape of ``rec`` (consumed) -- or, when there is no record or
+        it is not the one of these outputs, on the tape of a fresh ``reverse_forw``."""
+        if rec is not None:
+            out_bufs = dict(zip(self.out_names, outs))
+            if any(rec.args[i] != b.data_ptr() for i, b in zip(self._out_arg_index, outs)):
+                rec = None  # not the buffers the forward wrote: recompute below
+        kept: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if rec is not None:
+            bufs = {**rec.bufs, **out_bufs}
+            # The sweep may restore overwritten memory, outputs included, and must run on the
+            # very buffers the forward used; those are the caller's tensors: keep their values
+            # (unless the sweep never restores anything).
+            if self.sweep_restores:
+                kept = [(b, b.clone()) for b in out_bufs.values()]
+        else:
+            _, rec = self.run_forward(ins, record=True)
+            bufs = rec.bufs
+        adj, seeds = self.buffers.adjoints(bufs, outs, grads, self._out_dtypes[rec.scalar],
+                                           rec.scalar)
+        adjoints = [adj[w] for w in self.k.adjoints]
+        self.run_sweep(rec, adjoints, grads[-1].item() if self.ret_diff else 0)
+        self.buffers.give_back(seeds)
+        for buf, values in kept:
+            # A raw copy back: net unchanged, and the version counter (checked by autograd for
+            # saved tensors) is not bumped.
+            ctypes.memmove(buf.data_ptr(), values.data_ptr(), buf.numel() * buf.element_size())
+        res = [adjoints[j] for j in self._res_adj_index]
+        return res[0] if len(res) == 1 else tuple(res)

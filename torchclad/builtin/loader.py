@@ -1,0 +1,66 @@
+"""The prebuilt built-in kernels: the extension ``torchclad._C`` -- or its best CPU-specific
+variant -- and each kernel's signature as that extension was built."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+from torchclad.bridge.kernel import Kernel
+from torchclad.builtin import registry
+
+__all__ = ["extension", "signature", "kernel"]
+
+
+@functools.lru_cache(maxsize=None)
+def extension():
+    """The compiled built-in kernels: the best CPU-specific build this CPU runs
+    (``torchclad._C_avx512`` / ``_C_avx2``, see :mod:`torchclad.toolchain.isa`), else
+    ``torchclad._C``. A CPU-specific module from another build than ``_C`` (left over) is never
+    used."""
+    from torchclad.toolchain import isa
+
+    try:
+        from torchclad import _C
+    except ImportError as e:
+        raise ImportError(
+            "torchclad._C (the built-in kernels, compiled at install time) is missing; "
+            "install torchclad with `make install` (pip install --no-build-isolation -e .)"
+        ) from e
+    build = getattr(_C, "__torchclad_build__", None)
+    for variant in isa.select(list(isa.VARIANTS)):
+        if variant == "default":
+            break
+        try:
+            mod = importlib.import_module(f"torchclad._C_{variant}")
+        except ImportError:
+            continue
+        if build is not None and getattr(mod, "__torchclad_build__", None) == build:
+            return mod
+    return _C
+
+
+@functools.lru_cache(maxsize=None)
+def signature(name: str) -> Any:
+    """The Derivative-like signature of built-in kernel ``name``, as ``torchclad._C`` was built.
+
+    ``_C.__torchclad_signatures__`` is used when the build records it; otherwise the engine
+    re-derives it from the kernel source (the same deterministic run the install step made).
+    """
+    spec = next((s for s in registry.KERNELS if s.name == name), None)
+    if spec is None:
+        raise KeyError(f"{name} is not a built-in kernel (see torchclad.builtin.registry.KERNELS)")
+    recorded = getattr(extension(), "__torchclad_signatures__", None)
+    if recorded is not None and name in recorded:
+        return recorded[name]
+    from torchclad import engine
+
+    source = registry.unit_source(spec)
+    wrt = None if spec.wrt is None else list(spec.wrt)
+    return engine.differentiate(source, name, wrt, filename=f"csrc/kernels/{spec.file}")
+
+
+def kernel(name: str) -> Kernel:
+    """Built-in kernel ``name`` with the bindings of :func:`extension`."""
+    return Kernel(signature(name), extension())

@@ -1,0 +1,337 @@
+"""Lowering of expressions: one ``visit_<kind>`` per expression kind, calls, literals.
+
+Statements are lowered by :class:`~.statements.Statements`; the two halves meet in
+:class:`~.lower.Lowerer`.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import clang.cindex as ci
+
+from .. import ir
+from ..errors import DiffError
+from . import fence
+from .parse import binary_op, unary_op
+from .scope import ASSIGN_OPS, TK, K, Scopes
+
+_BUILTIN_TYPES = {"double", "float", "int", "long", "unsigned", "bool", "short", "char",
+                  "size_t"}
+
+_MATHF = {"exp", "log", "sqrt", "pow", "sin", "cos", "tan", "tanh", "sinh", "cosh", "erf",
+          "atan", "atan2", "fabs", "fmax", "fmin", "floor", "ceil", "log1p", "expm1", "asin",
+          "acos", "log2", "log10", "exp2", "cbrt", "erfc", "hypot", "round", "trunc", "fmod"}
+
+_CAST_STYLE = {K.CSTYLE_CAST_EXPR: "c", K.CXX_FUNCTIONAL_CAST_EXPR: "fn",
+               K.CXX_STATIC_CAST_EXPR: "static"}
+_INCREMENTS = ("post++", "pre++", "post--", "pre--")
+
+
+class Expressions(Scopes):
+    """Expressions: names, literals, operators, subscripts, casts and calls."""
+
+    def expr(self, c) -> ir.Expr:
+        """The IR of expression cursor ``c``; its side effects go to ``self.pre``."""
+        visit = self.visitor(c) if c.kind.is_expression() else None
+        if visit is None:
+            self.err(c, f"{fence.described(c.kind, 'expression')} is not supported in "
+                        "differentiated code")
+        return visit(c)
+
+    # ------------------------------------------------------------------ names and literals
+    def visit_unexposed_expr(self, c) -> ir.Expr:
+        """UNEXPOSED_EXPR (implicit conversions) and parentheses: the one child."""
+        ch = list(c.get_children())
+        if len(ch) == 1:
+            return self.expr(ch[0])
+        if c.kind == K.UNEXPOSED_EXPR and not ch:
+            self.err(c, "unsupported expression (dependent or implicit construct)")
+        self.err(c, "unsupported expression")
+
+    visit_paren_expr = visit_unexposed_expr
+
+    def visit_decl_ref_expr(self, c) -> ir.Expr:
+        ref = c.referenced
+        if ref is not None and ref.kind == K.ENUM_CONSTANT_DECL:
+            return ir.Const(c.spelling, ir.INT)
+        if ref is not None and ref.kind == K.TEMPLATE_NON_TYPE_PARAMETER:
+            return ir.Const(c.spelling, ir.INT)
+        v = self.lookup(c)
+        if v is not None:
+            return v
+        if ref is not None and ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
+            self.err(c, f"function '{c.spelling}' used as a value (function pointers "
+                        "are not supported)")
+        # a global from a header (M_PI via a macro expands to a literal, so this is
+        # something like a named constant): spell it as written.
+        t = self.type_of(c.type) if c.type.kind != TK.INVALID else ir.DOUBLE
+        if ref is not None and ref.kind == K.VAR_DECL and not c.type.is_const_qualified():
+            self.err(c, f"non-const global '{c.spelling}' is not supported")
+        return ir.Const(_qualified(c), ir.Type(t.base, t.ptr, True, t.dims, t.real))
+
+    def visit_integer_literal(self, c) -> ir.Expr:
+        text = _literal(c, False) or "0"
+        base = "long" if re.search(r"[lL]$", text) else "int"
+        if re.search(r"[uU]", text):
+            base = "unsigned " + base
+        return ir.Const(text, ir.Type(base))
+
+    def visit_floating_literal(self, c) -> ir.Expr:
+        text = _literal(c, True) or "0.0"
+        base = "float" if text[-1] in "fF" else (
+            "long double" if text[-1] in "lL" else "double")
+        return ir.Const(text, ir.Type(base, real=True))
+
+    def visit_cxx_bool_literal_expr(self, c) -> ir.Expr:
+        return ir.Const(_tok_text(c) or "false", ir.BOOL)
+
+    def visit_cxx_null_ptr_literal_expr(self, c) -> ir.Expr:
+        return ir.Const("nullptr", ir.Type("void", 1))
+
+    def visit_character_literal(self, c) -> ir.Expr:
+        return ir.Const(_tok_text(c), ir.Type("char"))
+
+    def visit_cxx_unary_expr(self, c) -> ir.Expr:
+        return ir.Const(" ".join(t.spelling for t in c.get_tokens()), ir.Type("size_t"))
+
+    # ------------------------------------------------------------------ operators
+    def visit_binary_operator(self, c) -> ir.Expr:
+        op = binary_op(c)
+        ch = list(c.get_children())
+        if op in ASSIGN_OPS:
+            if self.pre is None:
+                self.err(c, f"assignment '{op}' inside a conditionally evaluated "
+                            "expression (?:, &&, ||) is not supported; make it a statement")
+            # a = b = e: the inner assignment runs first, its value is its target
+            stmts = self.expr_stmt(c)
+            self.pre.extend(stmts)
+            return stmts[-1].target
+        if op == ",":
+            self.err(c, "the comma operator inside an expression is not supported; split "
+                        "it into statements")
+        l = self.expr(ch[0])
+        r = self.pure(lambda: self.expr(ch[1])) if op in ("&&", "||") else self.expr(ch[1])
+        return ir.Binary(op, l, r, self.bin_type(op, l, r, c))
+
+    visit_compound_assignment_operator = visit_binary_operator
+
+    def visit_unary_operator(self, c) -> ir.Expr:
+        op = unary_op(c)
+        if op in _INCREMENTS:
+            return self.increment(c, op)
+        e = self.expr(next(c.get_children()))
+        if op == "*":
+            if not e.type.is_memory:
+                self.err(c, "dereference of a non-pointer")
+            return ir.Unary("*", e, e.type.element())
+        if op == "&":
+            return ir.Unary("&", e, e.type.pointer_to() if not e.type.dims else e.type)
+        if op == "!":
+            return ir.Unary("!", e, ir.BOOL)
+        return ir.Unary(op, e, e.type)
+
+    def increment(self, c, op: str) -> ir.Expr:
+        """``++x`` / ``x++`` inside an expression: the update goes to ``self.pre``; a postfix
+        one first saves the old value in a local ``_incN``."""
+        if self.pre is None:
+            self.err(c, f"'{op[-2:]}' inside a conditionally evaluated expression (?:, "
+                        "&&, ||) is not supported; increment in a statement of its own")
+        target = self.lvalue(next(c.get_children()))
+        bump = ir.Assign("+=" if "++" in op else "-=", target,
+                         ir.Const("1", ir.INT), self.loc(c))
+        if op.startswith("pre"):
+            self.pre.append(bump)
+            return target
+        self.uid += 1
+        self.n_inc += 1
+        old_value = ir.Var(f"_inc{self.n_inc - 1}", target.type.value(), self.uid)
+        self.pre.extend([ir.Decl(old_value, target, (), self.loc(c)), bump])
+        return old_value
+
+    def visit_array_subscript_expr(self, c) -> ir.Expr:
+        b, i = [self.expr(x) for x in c.get_children()]
+        if not b.type.is_memory:
+            b, i = i, b
+        if not b.type.is_memory:
+            self.err(c, "subscript of a non-array")
+        return ir.Index(b, i, b.type.element())
+
+    def visit_conditional_operator(self, c) -> ir.Expr:
+        kids = list(c.get_children())
+        a = self.expr(kids[0])
+        b, d = [self.pure(lambda x=x: self.expr(x)) for x in kids[1:]]
+        t = b.type if (b.type.real or not d.type.real) else d.type
+        return ir.Cond(a, b, d, t)
+
+    def visit_cstyle_cast_expr(self, c) -> ir.Expr:
+        kids = [x for x in c.get_children() if x.kind.is_expression()]
+        if not kids:
+            self.err(c, "cast without an operand")
+        t = self.type_of(c.type, None)
+        return ir.Cast(self.expr(kids[-1]), t, _CAST_STYLE[c.kind])
+
+    visit_cxx_functional_cast_expr = visit_cxx_static_cast_expr = visit_cstyle_cast_expr
+
+    def visit_cxx_reinterpret_cast_expr(self, c) -> ir.Expr:
+        """reinterpret_cast, const_cast, dynamic_cast."""
+        self.err(c, f"{c.kind.name.lower().replace('_expr', '').replace('cxx_', '')} is not "
+                    "supported in differentiated code")
+
+    visit_cxx_const_cast_expr = visit_cxx_dynamic_cast_expr = visit_cxx_reinterpret_cast_expr
+
+    def visit_init_list_expr(self, c) -> ir.Expr:
+        kids = list(c.get_children())
+        if not kids:
+            return ir.Const("{}", ir.INT)
+        if len(kids) == 1:
+            return self.expr(kids[0])
+        self.err(c, "brace initializer lists are only supported for local arrays")
+
+    # ------------------------------------------------------------------ calls
+    def visit_call_expr(self, c) -> ir.Expr:
+        kids = list(c.get_children())
+        if kids and kids[0].kind == K.TYPE_REF:          # T(x) in a template
+            t = self.type_of(c.type, None)
+            if len(kids) == 1:
+                return ir.Const("0", t)
+            return ir.Cast(self.expr(kids[1]), t, "fn")
+        toks = [t.spelling for t in c.get_tokens()][:4]
+        if len(kids) == 1 and len(toks) > 1 and toks[0] in _BUILTIN_TYPES and toks[1] == "(":
+            # double(x) with a type-dependent x: an unresolved construct expression
+            return ir.Cast(self.expr(kids[0]), self.type_of(c.type, None), "fn")
+        if not kids:
+            # implicit construction (e.g. T() in a template): value-initialised
+            self.err(c, f"call '{c.spelling}' with no callee expression is not supported")
+        callee = kids[0]
+        args = tuple(self.expr(a) for a in kids[1:])
+        spelled = "".join(t.spelling for t in callee.get_tokens()) or c.spelling
+        if not _CALLEE.match(spelled):        # a macro expansion: name it from the cursor
+            spelled = _callee_name(callee) or c.spelling
+        name = ir.call_name(spelled)
+        t = self.call_type(c, name, args)
+        return ir.Call(spelled, args, ir.Type(t.base, t.ptr, False, (), t.real),
+                       self.calls_user_function(c, name))
+
+    def calls_user_function(self, c, name: str) -> bool:
+        """Whether call ``c`` goes to a function defined in this source (not a custom
+        derivative), which the engine then differentiates too."""
+        ref = c.referenced
+        if ref is not None and ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
+            return ref.location.file is not None and ref.location.file.name == self.filename \
+                and not _in_namespace(ref, "custom_derivatives")
+        return name in self.module_fns and self.module_fns[name].is_definition()
+
+    def call_type(self, c, name: str, args: tuple) -> ir.Type:
+        """The result type of call ``c``; for a type-dependent one, worked out from the callee
+        or the arguments."""
+        t = None
+        if c.type.kind not in (TK.DEPENDENT, TK.INVALID):
+            t = self.type_of(c.type, None)
+        decl = self.module_fns.get(name) if isinstance(self.module_fns, dict) else None
+        if decl is not None and (t is None or t.base in ("", "<dependent type>") or
+                                 c.type.kind == TK.DEPENDENT):
+            t = self.callee_result(decl, args) or t
+        if t is None or (t.base in ("", "<dependent type>")):
+            reals = [a.type for a in args if a.type.real and not a.type.is_memory]
+            if name.endswith("f") and name[:-1] in _MATHF:
+                t = ir.Type("float", real=True)
+            else:
+                t = reals[0] if reals else ir.DOUBLE
+        return t
+
+    def callee_result(self, decl, args) -> "ir.Type | None":
+        """Result type of a type-dependent call to a function of this source."""
+        rt = decl.result_type
+        if rt.kind == TK.VOID:
+            return ir.VOID
+        tparams = [x.spelling for x in decl.get_children()
+                   if x.kind == K.TEMPLATE_TYPE_PARAMETER]
+        spelled = re.sub(r"\bconst\b", "", rt.spelling).strip()
+        if spelled in tparams:       # the callee's T, deduced from an argument spelled with T
+            parms = [x for x in decl.get_children() if x.kind == K.PARM_DECL]
+            for pd, a in zip(parms, args):
+                if re.search(rf"\b{re.escape(spelled)}\b", pd.type.spelling) and a.type.real:
+                    return ir.Type(a.type.base, real=True)
+            return None
+        if not tparams:
+            try:
+                return self.type_of(rt, None)
+            except DiffError:
+                return None
+        return None
+
+
+
+# ---------------------------------------------------------------------- literals
+def _tok_text(c) -> str:
+    toks = [t.spelling for t in c.get_tokens()]
+    return toks[0] if len(toks) == 1 else "".join(toks)
+
+
+_NUMBER = re.compile(r"^(0[xX][0-9a-fA-F.pP+-]+|[0-9.]+([eE][+-]?[0-9]+)?)[fFlLuU]*$")
+
+
+def _literal(c, floating: bool) -> str:
+    """A literal's spelling. Under a macro expansion (M_PI, a #define'd constant) the
+    cursor's tokens are not the literal, so the value is evaluated and spelled instead."""
+    toks = [t.spelling for t in c.get_tokens()]
+    if len(toks) == 1 and _NUMBER.match(toks[0]):
+        return toks[0]
+    lib = _eval_lib()
+    res = lib.clang_Cursor_Evaluate(c)
+    if not res:
+        raise DiffError(None, "cannot read the value of a literal from a macro expansion")
+    try:
+        if floating:
+            v = lib.clang_EvalResult_getAsDouble(res)
+            text = repr(float(v))
+            if "e" not in text and "." not in text and "inf" not in text and "nan" not in text:
+                text += ".0"
+            return text + ("f" if c.type.kind == TK.FLOAT else "")
+        return str(lib.clang_EvalResult_getAsLongLong(res))
+    finally:
+        lib.clang_EvalResult_dispose(res)
+
+
+def _eval_lib():
+    """libclang's evaluation API with explicit ctypes signatures (the bindings leave the
+    result as int, which truncates the pointer)."""
+    lib = ci.conf.lib
+    if not getattr(lib, "_torchclad_eval_ready", False):
+        lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
+        lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+        lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
+        lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+        lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+        lib.clang_EvalResult_dispose.restype = None
+        lib._torchclad_eval_ready = True
+    return lib
+
+
+# ---------------------------------------------------------------------- names of callees
+_CALLEE = re.compile(r"^(::)?[A-Za-z_][\w:]*(<[\w\s:,*&<>]*>)?$")
+
+
+def _callee_name(callee) -> str:
+    for x in callee.walk_preorder():
+        if x.kind in (K.DECL_REF_EXPR, K.OVERLOADED_DECL_REF):
+            parts = [y.spelling for y in x.get_children() if y.kind == K.NAMESPACE_REF]
+            return "::".join(parts + [x.spelling])
+    return ""
+
+
+def _qualified(c) -> str:
+    parts = [x.spelling for x in c.get_children() if x.kind == K.NAMESPACE_REF]
+    return "::".join(parts + [c.spelling])
+
+
+def _in_namespace(cursor, name: str) -> bool:
+    p = cursor.semantic_parent
+    while p is not None and p.kind != K.TRANSLATION_UNIT:
+        if p.kind == K.NAMESPACE and p.spelling == name:
+            return True
+        p = p.semantic_parent
+    return False

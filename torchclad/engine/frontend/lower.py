@@ -1,0 +1,162 @@
+"""Lower libclang cursors into the engine's IR, then let the cursors go.
+
+:func:`lower_source` parses a source and lowers each function defined in it with a
+:class:`Lowerer`: statements (:mod:`.statements`) and expressions (:mod:`.expressions`) over
+shared state, names and types (:mod:`.scope`).
+"""
+from __future__ import annotations
+
+from .. import ir
+from ..errors import DiffError, Loc
+from . import fence
+from .expressions import Expressions
+from .parse import loc_of, parse, pragmas
+from .scope import K
+from .statements import Statements
+
+
+class Lowerer(Statements, Expressions):
+    """Lowers one function (or the globals of a module) of one source."""
+
+    def function(self, c, custom=False) -> ir.Function:
+        fence.check(c, self.filename)
+        for ch in c.walk_preorder():
+            if ch.kind in (K.VAR_DECL, K.PARM_DECL):
+                self.used_names.add(ch.spelling)
+        self.push()
+        params = []
+        for ch in c.get_children():
+            if ch.kind == K.PARM_DECL:
+                if not ch.spelling:
+                    self.err(ch, "unnamed parameters are not supported")
+                params.append(self.new_var(ch, ch.spelling, self.type_of(ch.type, ch)))
+        ret = self.type_of(c.result_type, None)
+        if ret.ptr:
+            self.err(c, f"'{c.spelling}' returns a pointer; differentiated functions return "
+                        "float/double/void (write outputs through pointer parameters)")
+        body = None
+        for ch in c.get_children():
+            if ch.kind == K.COMPOUND_STMT:
+                body = self.block(ch)
+        self.pop()
+        self.check_pragmas_used(c)
+        if body is None:
+            self.err(c, f"'{c.spelling}' has no body in this source; define it here or give it "
+                        "a custom derivative in namespace clad::custom_derivatives")
+        names = tuple(ch.spelling for ch in c.get_children() if ch.kind == K.PARM_DECL)
+        return ir.Function(c.spelling, tuple(params), ret, body, self.template, self.loc(c),
+                           custom, names, self.write_once(c, params))
+
+    def check_pragmas_used(self, c) -> None:
+        """Every torchclad pragma inside function ``c`` was taken by a for loop."""
+        for line, text in sorted(self.pragmas.items()):
+            if text.startswith("torchclad") and line not in self.used_pragmas and \
+                    c.extent.start.line < line <= c.extent.end.line:
+                raise DiffError(Loc(self.filename, line - 1, 1),
+                                f"'#pragma {text}' must come right before a for loop")
+
+    def write_once(self, c, params: list) -> tuple:
+        """uids of the parameters marked TORCHCLAD_WRITE_ONCE (pointers only)."""
+        once = []
+        for ch, v in zip([x for x in c.get_children() if x.kind == K.PARM_DECL], params):
+            if any(a.kind == K.ANNOTATE_ATTR and a.spelling == "torchclad::write_once"
+                   for a in ch.get_children()):
+                if not v.type.is_pointer:
+                    self.err(ch, "TORCHCLAD_WRITE_ONCE marks a pointer parameter")
+                once.append(v.uid)
+        return tuple(once)
+
+    def custom_function(self, c) -> ir.Function:
+        """A declaration in namespace custom_derivatives: its signature, no body."""
+        params = []
+        self.push()
+        for ch in c.get_children():
+            if ch.kind == K.PARM_DECL:
+                params.append(ir.Var(ch.spelling, self.type_of(ch.type), 0))
+        return ir.Function(c.spelling, tuple(params), ir.VOID, ir.Block(), self.template,
+                           self.loc(c), True)
+
+    def signature(self, c) -> tuple:
+        """The parameters of ``c`` as ir.Vars (uid 0); DiffError if a type is not taken."""
+        return tuple(ir.Var(ch.spelling, self.type_of(ch.type), 0)
+                     for ch in c.get_children() if ch.kind == K.PARM_DECL)
+
+
+def _collect(tu, filename: str) -> tuple[list, list, list]:
+    """``(function definitions, custom derivatives, globals)`` of the main file."""
+    fn_cursors, custom_cursors, global_cursors = [], [], []
+
+    def visit(parent, in_custom=False):
+        for c in parent.get_children():
+            if c.location.file is None or c.location.file.name != filename:
+                continue
+            if c.kind == K.NAMESPACE:
+                visit(c, in_custom or c.spelling == "custom_derivatives")
+            elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and c.is_definition():
+                (custom_cursors if in_custom else fn_cursors).append(c)
+            elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and in_custom:
+                custom_cursors.append(c)
+            elif c.kind == K.VAR_DECL and not in_custom:
+                global_cursors.append(c)
+            elif c.kind in (K.LINKAGE_SPEC,):
+                visit(c, in_custom)
+
+    visit(tu.cursor)
+    return fn_cursors, custom_cursors, global_cursors
+
+
+def _declared(tu, filename: str) -> dict:
+    """Functions declared (not defined) in the main file, by name."""
+    declared = {}
+    for c in tu.cursor.get_children():
+        if c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and not c.is_definition() and \
+                c.location.file is not None and c.location.file.name == filename:
+            declared[c.spelling] = c
+    return declared
+
+
+def _template_params(c, filename: str) -> tuple:
+    if any(x.kind in (K.TEMPLATE_NON_TYPE_PARAMETER, K.TEMPLATE_TEMPLATE_PARAMETER)
+           for x in c.get_children()):
+        raise DiffError(loc_of(c, filename), f"'{c.spelling}': only type template "
+                        "parameters are supported")
+    return tuple(x.spelling for x in c.get_children() if x.kind == K.TEMPLATE_TYPE_PARAMETER)
+
+
+def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = ()) -> ir.Module:
+    """Parse and lower every function defined in the main file."""
+    tu = parse(source, filename, extra_args)
+    fn_cursors, custom_cursors, global_cursors = _collect(tu, filename)
+    marks = pragmas(source)
+    names = _declared(tu, filename)
+    names.update({c.spelling: c for c in fn_cursors})
+    globals_: dict = {}
+    gl = Lowerer(filename, (), names)
+    for g in global_cursors:
+        t = gl.type_of(g.type, None)
+        v = ir.Var(g.spelling, t, -len(globals_) - 1)
+        globals_[g.spelling] = ir.Global(v)
+    functions, customs, broken, signatures = {}, {}, {}, {}
+    for c in fn_cursors + custom_cursors:
+        template = _template_params(c, filename)
+        lw = Lowerer(filename, template, names)
+        lw.globals = {n: g.var for n, g in globals_.items()}
+        lw.pragmas = marks
+        if c in custom_cursors:
+            customs[c.spelling] = lw.custom_function(c)
+            continue
+        try:
+            signatures[c.spelling] = Lowerer(filename, template, names).signature(c)
+        except DiffError:
+            pass
+        if c.spelling in functions or c.spelling in broken:
+            broken[c.spelling] = DiffError(loc_of(c, filename), f"'{c.spelling}' is defined "
+                                           "twice (overloads are not supported)")
+            functions.pop(c.spelling, None)
+            continue
+        # a function the request never reaches must not stop it: keep the error for later
+        try:
+            functions[c.spelling] = lw.function(c)
+        except DiffError as e:
+            broken[c.spelling] = e
+    return ir.Module(functions, customs, globals_, filename, broken, signatures)

@@ -1,0 +1,175 @@
+"""The lowerer's state and the jobs every part of it shares: locations and errors, C++ types,
+names and scopes, side effects pulled out of expressions.
+
+Names: every declaration gets a name that is unique where it is visible. A local that
+shadows a visible name, or a user identifier that could collide with generated names
+(anything starting with '_'), is renamed deterministically.
+"""
+from __future__ import annotations
+
+import re
+
+import clang.cindex as ci
+
+from .. import ir
+from ..errors import DiffError, Loc
+from .parse import loc_of
+
+K = ci.CursorKind
+TK = ci.TypeKind
+
+FLOAT_KINDS = {TK.FLOAT, TK.DOUBLE, TK.LONGDOUBLE}
+ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="}
+_QUALIFIERS = re.compile(r"\bconst\b|\bvolatile\b|\brestrict\b|__restrict__|__restrict")
+
+
+class Scopes:
+    """State of lowering one function: scopes of declared names, pragmas, pending effects."""
+
+    def __init__(self, filename: str, template: tuple, module_fns: dict):
+        self.filename = filename
+        self.template = template
+        self.module_fns = module_fns
+        self.scopes: list[dict] = []          # decl key -> ir.Var
+        self.visible: list[set] = []
+        self.used_names: set = set()
+        self.uid = 0
+        self.globals: dict = {}
+        self.pre: list | None = None      # side effects pulled out of the expression at hand
+        self.pragmas: dict = {}           # line -> pragma text (omp / torchclad)
+        self.n_inc = 0
+        self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
+
+    def visitor(self, c):
+        """The method lowering cursor ``c``, ``visit_<its kind>`` (``visit_if_stmt``,
+        ``visit_call_expr``, ...), or None."""
+        return getattr(self, "visit_" + c.kind.name.lower(), None)
+
+    # ------------------------------------------------------------------ locations
+    def loc(self, c) -> Loc:
+        return loc_of(c, self.filename)
+
+    def err(self, c, msg: str):
+        raise DiffError(self.loc(c), msg)
+
+    # ------------------------------------------------------------------ types
+    def type_of(self, t, c=None) -> ir.Type:
+        """The IR type of libclang type ``t``; with the declaring cursor ``c``, C++ types the
+        engine does not take (references, pointers to pointers, structs, VLAs) are errors."""
+        t, ptr, dims = self.strip_declarators(t, c)
+        if ptr > 1 and c is not None:
+            self.err(c, "pointers to pointers are not supported; pass flat arrays")
+        const = t.is_const_qualified()
+        spelling = re.sub(r"\s+", " ", _QUALIFIERS.sub("", t.spelling).strip())
+        canon = t.get_canonical()
+        real = canon.kind in FLOAT_KINDS or spelling in self.template
+        if canon.kind in (TK.RECORD,) and c is not None:
+            self.err(c, f"type '{spelling}' (a struct/class) is not supported; "
+                        "use scalars and arrays")
+        return ir.Type(spelling, ptr, const, tuple(dims), real)
+
+    def strip_declarators(self, t, c):
+        """``(element type, pointer depth, fixed array dims)`` of ``t``."""
+        ptr, dims = 0, []
+        while True:
+            k = t.kind
+            if k == TK.POINTER:
+                ptr += 1
+                t = t.get_pointee()
+            elif k == TK.CONSTANTARRAY:
+                dims.append(str(t.element_count))
+                t = t.element_type
+            elif k in (TK.INCOMPLETEARRAY, TK.DEPENDENTSIZEDARRAY, TK.VARIABLEARRAY):
+                if k == TK.VARIABLEARRAY and c is not None and c.kind == K.VAR_DECL:
+                    self.err(c, "variable-length arrays are not supported; use a fixed size "
+                                "or a buffer passed in")
+                ptr += 1
+                t = t.element_type
+            elif k in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+                if c is not None:
+                    self.err(c, "references are not supported in differentiated code; "
+                                "use a pointer")
+                t = t.get_pointee()
+            elif k == TK.ELABORATED and t.get_named_type().kind in (
+                    TK.POINTER, TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+                t = t.get_named_type()
+            else:
+                return t, ptr, dims
+
+    def bin_type(self, op, l, r, c) -> ir.Type:
+        """The type of ``l op r`` (usual arithmetic conversions, pointer arithmetic)."""
+        if op in ("<", ">", "<=", ">=", "==", "!=", "&&", "||"):
+            return ir.BOOL
+        if l.type.is_memory and op in ("+", "-"):
+            if r.type.is_memory:
+                return ir.Type("ptrdiff_t")
+            t = l.type
+            return ir.Type(t.base, t.ptr + (1 if t.dims else 0), t.const, (), t.real)
+        if r.type.is_memory and op == "+":
+            t = r.type
+            return ir.Type(t.base, t.ptr + (1 if t.dims else 0), t.const, (), t.real)
+        if l.type.real or r.type.real:
+            cands = [x.type for x in (l, r) if x.type.real]
+            for cand in cands:
+                if cand.base in self.template:
+                    return ir.Type(cand.base, real=True)
+            order = {"float": 0, "double": 1, "long double": 2}
+            best = max(cands, key=lambda t: order.get(t.base, 1))
+            if c.type.kind in FLOAT_KINDS:
+                return ir.Type(c.type.spelling, real=True)
+            return ir.Type(best.base, real=True)
+        return ir.Type(l.type.base if l.type.base != "bool" else "int")
+
+    # ------------------------------------------------------------------ names
+    def new_var(self, c, name: str, typ: ir.Type) -> ir.Var:
+        visible = set().union(*self.visible) if self.visible else set()
+        new = name
+        if name.startswith("_") or name in visible or name in self.template:
+            base = name.lstrip("_") or "v"
+            base = base if not name.startswith("_") else base + "_u"
+            new, k = base, 1
+            while new in self.used_names or new in visible:
+                new = f"{base}_{k}"
+                k += 1
+        self.used_names.add(new)
+        self.uid += 1
+        v = ir.Var(new, typ, self.uid)
+        key = (c.location.line, c.location.column, c.spelling)
+        self.scopes[-1][key] = v
+        self.visible[-1].add(new)
+        return v
+
+    def lookup(self, c) -> ir.Var | None:
+        ref = c.referenced
+        if ref is None:
+            return None
+        key = (ref.location.line, ref.location.column, ref.spelling)
+        for s in reversed(self.scopes):
+            if key in s:
+                return s[key]
+        return self.globals.get(ref.spelling) if ref.kind == K.VAR_DECL else None
+
+    def push(self):
+        self.scopes.append({})
+        self.visible.append(set())
+
+    def pop(self):
+        self.scopes.pop()
+        self.visible.pop()
+
+    # ------------------------------------------------------------------ side effects
+    def effects(self, thunk):
+        """Lower with side effects (x[i++], --n > 0) allowed; returns (pre, value)."""
+        saved, self.pre = self.pre, []
+        try:
+            value = thunk()
+            return self.pre, value
+        finally:
+            self.pre = saved
+
+    def pure(self, thunk):
+        saved, self.pre = self.pre, None
+        try:
+            return thunk()
+        finally:
+            self.pre = saved

@@ -1,0 +1,211 @@
+"""Generate the functions of one planned request, as C++ text: pure functions of the plan.
+
+For a request with base `f`: the split pair `f_reverse_forw` / `f_reverse_sweep` (what a
+caller's forward and sweep call), and for the top request the combined `f_pullback` and, when
+f returns a floating value, `f_grad`. Callees are generated before their callers, so a
+caller's `writes_primal` can ask what its callees' sweeps write.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import ir, names
+from .analysis import activity as activity_mod
+from .emit import cpp
+from .errors import DiffError
+from .opt.loop_order import forward_order
+from .opt.promote import derived_pointers, promote_accumulations
+from .opt.simplify import cse_calls, dead_code, dead_resets
+from .plan import Node
+from .reverse.assemble import Assembler
+
+TAPE_TYPE = ir.Type("torchclad::Tape")
+TAPE_PARAM = (ir.Type("torchclad::Tape&"), names.TAPE)
+# the statement kinds whose writes `writes_primal` reads off their fields
+MODELED = (ir.Decl, ir.Assign, ir.ExprStmt, ir.Block, ir.If, ir.Loop, ir.Switch, ir.Case,
+           ir.Break, ir.Continue, ir.Return, ir.TapePush, ir.TapeArray, ir.VectorDecl,
+           ir.Comment)
+
+
+@dataclass(frozen=True)
+class Generated:
+    texts: tuple                  # ((name, text), ...) in output order
+    sweep_writes_primal: bool     # may the reverse sweep write primal memory
+
+
+@dataclass(frozen=True)
+class Parameters:
+    """The parameter lists the generated functions of one request share, as (Type, name)."""
+    params: list                  # the primal's
+    seed: list                    # [(_d_y)] for a floating return value, else []
+    adjoints: list                # the adjoint buffers
+
+
+def parameters(fn: ir.Function, adjoints: tuple, adj_names: dict) -> Parameters:
+    return Parameters([(p.type, p.name) for p in fn.params],
+                     [(fn.ret.value(), names.RESULT_ADJOINT)] if fn.ret.real else [],
+                     [(ir.Type(p.type.base, 1, False, (), True), adj_names[p.uid])
+                      for p in adjoints])
+
+
+def _var(param: tuple) -> ir.Var:
+    return ir.Var(param[1], param[0])
+
+
+def pullback_and_grad(base: str, fn: ir.Function, sig: Parameters, body: list,
+                      comment: str = "") -> list:
+    """`base_pullback` with `body`, then `base_grad` (seed 1) when fn returns a floating
+    value."""
+    pb = names.pullback(base)
+    out = [(pb, cpp.function(pb, ir.VOID, sig.params + sig.seed + sig.adjoints, body,
+                             fn.template, comment))]
+    if fn.ret.real:
+        one = ir.Cast(ir.Const("1", ir.INT), fn.ret.value(), "fn")
+        args = tuple(map(_var, sig.params)) + (one,) + tuple(map(_var, sig.adjoints))
+        g = names.grad(base)
+        out.append((g, cpp.function(g, ir.VOID, sig.params + sig.adjoints,
+                                    [ir.ExprStmt(ir.Call(pb, args, ir.VOID))], fn.template)))
+    return out
+
+
+def split_pair(base: str, fn: ir.Function, sig: Parameters, forward: list,
+               sweep: list) -> list:
+    """`base_reverse_forw` and `base_reverse_sweep` with the given bodies."""
+    forw, rev = names.reverse_forw(base), names.reverse_sweep(base)
+    return [(forw, cpp.function(forw, fn.ret, sig.params + [TAPE_PARAM], forward, fn.template)),
+            (rev, cpp.function(rev, ir.VOID, sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
+                               sweep, fn.template))]
+
+
+def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
+    """The functions of one request; sweep_writes: generated sweep name -> whether it may
+    write primal memory (the callees', generated before)."""
+    an, fn = node.analysis, node.fn
+    rv, body = an.reverse, an.fn.body
+    roots = set(rv.adj_names.values())
+    sig = parameters(fn, node.adjoints, rv.adj_names)
+    forward = dead_code(Assembler(rv, an.split, split=True).fwd_block(body, (), top=True))
+    promote = promotion(module, fn, roots)
+    sweep = promote(dead_resets(dead_code(cse_calls(
+        Assembler(rv, an.split, split=True).rev_block(body, (), top=True)))))
+    writes = writes_primal(fn, sweep, roots, sweep_writes)
+    texts = []
+    if node.top:
+        asm = Assembler(rv, an.combined, split=False)
+        combined = promote(dead_resets(dead_code(cse_calls(
+            asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
+        if uses_tape(combined):
+            combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
+        texts += pullback_and_grad(node.base, fn, sig, combined)
+    texts += split_pair(node.base, fn, sig, forward, sweep)
+    return Generated(tuple(texts), writes)
+
+
+def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tuple:
+    """A requested function with a clad::custom_derivatives pullback: the pullback and the
+    split pair call the primal and the custom pullback (no body is differentiated)."""
+    cfn = module.customs[names.pullback(fn.name)]
+    n, ret = len(fn.params), (1 if fn.ret.real else 0)
+    n_adj = len(cfn.params) - n - ret
+    reals = [p for p in fn.params if p.type.real]
+    if n_adj == n:
+        slots = list(fn.params)
+    elif n_adj == len(reals):
+        slots = reals
+    else:
+        raise DiffError(cfn.loc, f"custom derivative '{cfn.name}' takes {len(cfn.params)} "
+                                 f"parameters; expected {n} + {ret} + {n} (or "
+                                 f"{len(reals)} adjoints of the floating parameters)")
+    sig = parameters(fn, adjoints, {p.uid: names.adjoint(p.name) for p in fn.params})
+    adj = {p.uid: _var(a) for p, a in zip(adjoints, sig.adjoints)}
+    null = ir.Const("nullptr", ir.VOID.pointer_to())
+    custom_args = tuple(fn.params) + tuple(map(_var, sig.seed)) + \
+        tuple(adj.get(p.uid, null) for p in slots)
+    call_custom = ir.ExprStmt(ir.Call("clad::custom_derivatives::" + cfn.name, custom_args,
+                                      ir.VOID))
+    primal = ir.Call(fn.name, tuple(fn.params), fn.ret, True)
+    ret_primal = ir.Return(primal) if fn.ret.base != "void" else ir.ExprStmt(primal)
+    return tuple(pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
+                                   "custom derivative: " + cfn.name) +
+                 split_pair(fn.name, fn, sig, [ret_primal], [call_custom]))
+
+
+def uses_tape(stmts) -> bool:
+    """Whether generated statements use the tape (the combined pullback then declares it)."""
+    for s in stmts:
+        if names.TAPE in ir.stmt_names(s):
+            return True
+        for x in ir.walk_stmts(s):
+            if isinstance(x, (ir.TapePush, ir.TapeArray)) or any(
+                    isinstance(y, ir.TapePop) for e in ir.stmt_exprs(x) for y in ir.walk_expr(e)):
+                return True
+    return False
+
+
+def writes_primal(fn: ir.Function, body, adjoint_roots: set, sweep_writes: Mapping) -> bool:
+    """May the generated sweep `body` of fn write memory other than adjoints and its own
+    local arrays: memory behind fn's pointer parameters, through a pointer derived from
+    one or from the tape, or in a callee's sweep given such a pointer? True when unsure."""
+    locals_ = {x.var.name for s in body for x in ir.walk_stmts(s)
+               if isinstance(x, (ir.Decl, ir.VectorDecl)) and
+               (x.var.type.is_array or x.var.type.vector)}
+    safe = set().union(*derived_pointers(body, set(adjoint_roots) | locals_).values())
+    unsafe = set().union(*derived_pointers(body, {p.name for p in fn.params
+                                                  if p.type.is_pointer}).values())
+
+    def writable(name: str) -> bool:     # may name primal memory
+        return name not in safe or name in unsafe
+
+    def writable_arg(a) -> bool:
+        r = ir.root_var(a) if a.type.is_pointer else None
+        return a.type.is_pointer and (r is None or writable(r.name))
+
+    for s in body:
+        for x in ir.walk_stmts(s):
+            if isinstance(x, ir.Assign) and not isinstance(x.target, ir.Var):
+                r = ir.root_var(x.target)
+                if r is None or writable(r.name):
+                    return True
+            elif isinstance(x, ir.TapeArray) and x.pop and writable(x.var.name):
+                return True
+            elif not isinstance(x, MODELED) and ir.stmt_names(x) & unsafe:
+                return True       # spelled verbatim: may write what it names
+            calls = [c for e in ir.stmt_exprs(x) for c in ir.walk_expr(e)
+                     if isinstance(c, ir.Call) and _may_write_args(c, sweep_writes)]
+            if any(writable_arg(a) for c in calls for a in c.args):
+                return True
+    return False
+
+
+def _may_write_args(call: ir.Call, sweep_writes: Mapping) -> bool:
+    """Whether a call in a sweep may write through the pointers it is given: a user function,
+    a callee's forward, a callee's sweep that may write primal memory; not math, runtime
+    helpers or custom pullbacks."""
+    split = names.split_generated(ir.call_name(call.fn))
+    if split is not None and split[1] == "reverse_sweep":
+        return sweep_writes.get(ir.call_name(call.fn), True)
+    return call.user or (split is not None and split[1] == "reverse_forw")
+
+
+def promotion(module: ir.Module, fn: ir.Function, roots: set):
+    """The passes that assume fn's adjoint roots do not overlap (scalar promotion, then
+    forward-order reverse loops) for fn's generated code, or the identity when some call
+    site passes fn two pointers into one array."""
+    for caller in module.functions.values():
+        calls = [x for s in ir.walk_stmts(caller.body) for e in ir.stmt_exprs(s)
+                 for x in ir.walk_expr(e)
+                 if isinstance(x, ir.Call) and x.user and ir.call_name(x.fn) == fn.name]
+        if not calls:
+            continue
+        try:
+            al = activity_mod.find_aliases(caller, module.globals)
+        except DiffError:
+            return lambda stmts: stmts
+        for call in calls:
+            seen = [al.root_of(a) for a in call.args
+                    if a.type.is_memory and not ir.is_null(a)]
+            uids = [r.uid if r is not None else None for r in seen]
+            if None in uids or len(set(uids)) != len(uids):
+                return lambda stmts: stmts
+    return lambda stmts: forward_order(promote_accumulations(stmts, roots), roots)

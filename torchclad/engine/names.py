@@ -1,0 +1,126 @@
+"""Every name the engine generates, spelled once (Clad's conventions).
+
+Passes, the toolchain's glue and the bridge ask this module; none of them builds or parses a
+generated name with an f-string or a regex of its own.
+
+Generated functions of a function ``f``::
+
+    f_pullback(params..., [_d_y], _d_params...)    combined forward + reverse (Clad's)
+    f_grad(params..., _d_params...)                seeds 1 on the return value (non-void f)
+    f_reverse_forw(params..., _tape)               split mode: the recording forward
+    f_reverse_sweep(params..., [_d_y], _d_params..., _tape)   split mode: the reverse sweep
+
+A callee differentiated on part of its floating parameters gets the base ``f_d<i>_<j>...``
+(:func:`masked`).
+
+Locals of generated code: adjoints ``_d_x``, the return value's adjoint ``_d_y``, saved values
+``_t0, _t1, ...``, adjoint temporaries ``_r_d0, _r_d1, ...``, the tape ``_tape``; the locals the
+normalize pass, the reverse transform, checkpointing and loop ordering introduce are below.
+Numbered locals are ``<prefix><n>``, counted per function from 0.
+"""
+from __future__ import annotations
+
+# ----------------------------------------------------------------------- generated functions
+PULLBACK = "_pullback"
+GRAD = "_grad"
+REVERSE_FORW = "_reverse_forw"
+REVERSE_SWEEP = "_reverse_sweep"
+
+#: every kind of generated function, in the order the bindings list them
+KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep")
+_SUFFIX_OF_KIND = {"pullback": PULLBACK, "grad": GRAD, "reverse_forw": REVERSE_FORW,
+                   "reverse_sweep": REVERSE_SWEEP}
+
+
+def generated(base: str, kind: str) -> str:
+    """The name of the generated function of ``kind`` (one of :data:`KINDS`) for ``base``."""
+    return base + _SUFFIX_OF_KIND[kind]
+
+
+def pullback(base: str) -> str:
+    return base + PULLBACK
+
+
+def grad(base: str) -> str:
+    return base + GRAD
+
+
+def reverse_forw(base: str) -> str:
+    return base + REVERSE_FORW
+
+
+def reverse_sweep(base: str) -> str:
+    return base + REVERSE_SWEEP
+
+
+#: between a function's name and the indices of its differentiated parameters: f_d0_2
+MASK_INFIX = "_d"
+
+
+def masked(name: str, mask) -> str:
+    """``f_d0_2``: the base of ``name`` differentiated on the parameters at indices ``mask``."""
+    return name + MASK_INFIX + "_".join(map(str, mask))
+
+
+def split_generated(name: str) -> tuple[str, str] | None:
+    """``(base, kind)`` for a generated function's name, None for any other name."""
+    for kind in KINDS:
+        suffix = _SUFFIX_OF_KIND[kind]
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], kind
+    return None
+
+
+# ------------------------------------------------------------------- locals of generated code
+ADJOINT_PREFIX = "_d_"
+#: the adjoint of a non-void function's return value (the seed)
+RESULT_ADJOINT = "_d_y"
+#: the tape parameter / local of split and combined code
+TAPE = "_tape"
+#: saved (recorded) values: _t0, _t1, ...
+SAVED_PREFIX = "_t"
+#: adjoint temporaries: _r_d0, _r_d1, ...
+ADJOINT_TEMP_PREFIX = "_r_d"
+
+
+def adjoint(name: str) -> str:
+    """``_d_x`` for ``x``."""
+    return ADJOINT_PREFIX + name
+
+
+def is_adjoint(name: str) -> bool:
+    return name.startswith(ADJOINT_PREFIX)
+
+
+def numbered_result_adjoint(taken) -> str:
+    """``_d_y0`` (or the next free number): the adjoint of a variable named ``y`` in a function
+    whose return seed is ``_d_y`` (Clad's rule); ``taken``: adjoint names already in use."""
+    k = 0
+    while f"{RESULT_ADJOINT}{k}" in taken:
+        k += 1
+    return f"{RESULT_ADJOINT}{k}"
+
+
+#: scalar adjoint temporaries of a call's by-value floating arguments: _r0, _r1, ...
+CALL_ADJOINT_PREFIX = "_r"
+#: offsets of pointers into local arrays, kept instead of the pointer: _off0, ...
+OFFSET_PREFIX = "_off"
+
+# ---------------------------------------------------------- locals of the normalize pass
+#: a call's result hoisted out of an expression: _call0, ...
+CALL_RESULT = "_call"
+#: flags of lowered break / continue / first iteration: _brk0, _cnt0, _first0
+BREAK_FLAG, CONTINUE_FLAG, FIRST_FLAG = "_brk", "_cnt", "_first"
+#: a lowered switch's value and its fall-through flag: _sw0, _fall0
+SWITCH_VALUE, FALL_FLAG = "_sw", "_fall"
+#: an early-return function's flag (returned yet) and value
+RETURN_FLAG, RETURN_VALUE = "_ret", "_retval"
+
+# -------------------------------------------------------- locals of checkpointed loops
+#: trip count, segment length, segment start and end of a checkpointed loop
+CHECKPOINT_TRIPS, CHECKPOINT_EVERY = "_cp_n", "_cp_k"
+CHECKPOINT_START, CHECKPOINT_END = "_cp_s", "_cp_e"
+
+# ------------------------------------------------------ locals of fixed-lane reductions
+#: block start, lane index and lane array of the k-th fixed-lane reduction: _ib0, _j0, _lane0
+LANE_BLOCK, LANE_INDEX, LANE_ARRAY = "_ib", "_j", "_lane"

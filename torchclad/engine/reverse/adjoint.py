@@ -1,0 +1,241 @@
+"""Expression-level reverse rules: where an adjoint lives and how an adjoint flows back
+through an expression. Each visit_<Node> carries its math in its first comment line.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import ir, names
+from ..errors import DiffError
+from ..rules import math as rules
+
+ZERO = ir.Const("0", ir.INT)
+ONE = ir.Const("1", ir.INT)
+
+
+# ------------------------------------------------------------------ smart constructors
+def neg(e):
+    if isinstance(e, ir.Unary) and e.op == "-":
+        return e.operand
+    return ir.Unary("-", e, e.type)
+
+
+def mul(a, b):
+    if isinstance(a, ir.Const) and a.text in ("1", "1.0"):
+        return b
+    if isinstance(b, ir.Const) and b.text in ("1", "1.0"):
+        return a
+    t = a.type if a.type.real else b.type
+    return ir.Binary("*", a, b, t)
+
+
+def div(a, b):
+    return ir.Binary("/", a, b, a.type if a.type.real else b.type)
+
+
+def _index(ptr, i, t):
+    """ptr[i], folding (a + off)[i] into a[off + i] so adjoint accesses read plainly."""
+    if isinstance(ptr, ir.Binary) and ptr.op == "+" and ptr.lhs.type.is_pointer and \
+            not ptr.rhs.type.is_pointer:
+        off = ptr.rhs
+        if not (isinstance(i, ir.Const) and i.text == "0"):
+            off = ir.Binary("+", off, i, off.type)
+        return ir.Index(ptr.lhs, off, t)
+    return ir.Index(ptr, i, t)
+
+
+@dataclass
+class Names:
+    """Per-function counters for generated names (restart for every generated function)."""
+    counts: dict
+
+    def fresh(self, prefix: str, typ: ir.Type) -> ir.Var:
+        n = self.counts.get(prefix, 0)
+        self.counts[prefix] = n + 1
+        return ir.Var(f"{prefix}{n}", typ, 0)
+
+
+class AdjointRules:
+    def __init__(self, fn: ir.Function, activity, adj_names: dict, names: Names, customs,
+                 options):
+        self.fn = fn
+        self.act = activity
+        self.al = activity.aliases
+        self.adj_names = adj_names      # uid -> adjoint name
+        self.names = names
+        self.params = {p.uid for p in fn.params}
+        self.loc = fn.loc
+        self.options = options
+        self.local_param_adj: dict = {}
+
+    # ------------------------------------------------------------------ addressing
+    def adj_var(self, v: ir.Var) -> ir.Expr:
+        """The adjoint of a scalar variable: `_d_v`, or `*_d_x` for a parameter."""
+        t = ir.Type(v.type.base, 0, False, (), True)
+        name = self.adj_names[v.uid]
+        if v.uid in self.local_param_adj:
+            return self.local_param_adj[v.uid][0]
+        if v.uid in self.params:
+            return ir.Unary("*", ir.Var(name, t.pointer_to(), 0), t)
+        return ir.Var(name, t, 0)
+
+    def adj_root(self, r: ir.Var) -> tuple:
+        """(adjoint base pointer, primal base pointer) of a memory root."""
+        if r.type.is_memory:
+            t = ir.Type(r.type.base, 1, False, (), True)
+            return ir.Var(self.adj_names[r.uid], t, 0), r
+        if r.uid in self.params:       # address of a scalar parameter
+            a = self.adj_var(r)
+            return a.operand, ir.Unary("&", r, r.type.pointer_to())
+        a = self.adj_var(r)
+        return ir.Unary("&", a, a.type.pointer_to()), ir.Unary("&", r, r.type.pointer_to())
+
+    def adj_ptr(self, e) -> ir.Expr:
+        """The adjoint pointer matching a primal pointer expression."""
+        t = ir.Type(e.type.base, 1, False, (), True)
+        if isinstance(e, ir.Var):
+            r = self.al.roots.get(e.uid, e)
+            if r.uid == e.uid:
+                return self.adj_root(r)[0]
+            adj, base = self.adj_root(r)
+            return ir.Binary("+", adj, ir.Binary("-", e, base, ir.Type("ptrdiff_t")), t)
+        if isinstance(e, ir.Binary) and e.op in ("+", "-"):
+            if e.lhs.type.is_memory:
+                return ir.Binary(e.op, self.adj_ptr(e.lhs), e.rhs, t)
+            return ir.Binary("+", e.lhs, self.adj_ptr(e.rhs), t)
+        if isinstance(e, ir.Unary) and e.op == "&":
+            x = e.operand
+            if isinstance(x, ir.Index):
+                return ir.Unary("&", ir.Index(self.adj_ptr(x.base), x.index, x.type), t)
+            if isinstance(x, ir.Var):
+                a = self.adj_var(x)
+                return a.operand if isinstance(a, ir.Unary) else ir.Unary("&", a, t)
+        if isinstance(e, ir.Cast):
+            return self.adj_ptr(e.operand)
+        if ir.is_null(e):
+            return ir.Cast(ir.Const("nullptr", t), t, "c")
+        if isinstance(e, ir.Cond):
+            base = next((x.type.base for x in (e.then, e.other) if not ir.is_null(x)), "double")
+            tt = ir.Type(base, 1, False, (), True)
+            side = lambda x: ir.Cast(ir.Const("nullptr", tt), tt, "c") if ir.is_null(x) \
+                else self.adj_ptr(x)
+            return ir.Cond(e.cond, side(e.then), side(e.other), tt)
+        raise DiffError(self.loc, f"cannot form the adjoint of pointer expression "
+                                  f"({type(e).__name__}); index a parameter or local array")
+
+    def adj_lvalue(self, target) -> ir.Expr:
+        if isinstance(target, ir.Var):
+            return self.adj_var(target)
+        if isinstance(target, ir.Index):
+            return _index(self.adj_ptr(target.base), target.index, target.type)
+        if isinstance(target, ir.Unary) and target.op == "*":
+            return _index(self.adj_ptr(target.operand), ZERO, target.type)
+        raise DiffError(self.loc, "unsupported assignment target")
+
+    def target_active(self, target) -> bool:
+        if not target.type.real or target.type.is_pointer:
+            return False
+        if isinstance(target, ir.Var):
+            return self.act.var_active(target)
+        r = self.al.root_of(target)
+        return r is not None and self.act.is_active(self.al.mem_key(r))
+
+    # ------------------------------------------------------------------ backprop
+    def backprop(self, e, d, out: list, result=None) -> None:
+        """Append statements that add d * de/dx to the adjoint of every active x in e."""
+        if not self.act.expr_active(e):
+            return
+        visit = getattr(self, "visit_" + type(e).__name__)
+        visit(e, d, out, result)
+
+    def visit_Var(self, e, d, out, result):
+        # y = v;  dv += dy
+        out.append(ir.Assign("+=", self.adj_var(e), d))
+
+    def visit_Index(self, e, d, out, result):
+        # y = p[i];  dp[i] += dy
+        out.append(ir.Assign("+=", self.adj_lvalue(e), d))
+
+    def visit_Unary(self, e, d, out, result):
+        if e.op == "*":
+            # y = *p;  (*dp) += dy
+            out.append(ir.Assign("+=", self.adj_lvalue(e), d))
+        elif e.op == "-":
+            # y = -x;  dx -= dy
+            self.backprop(e.operand, neg(d), out)
+        elif e.op == "+":
+            self.backprop(e.operand, d, out)
+
+    def visit_Binary(self, e, d, out, result):
+        l, r = e.lhs, e.rhs
+        la, ra = self.act.expr_active(l), self.act.expr_active(r)
+        if e.op == "+":
+            # y = l + r;  dl += dy;  dr += dy
+            self.backprop(l, d, out)
+            self.backprop(r, d, out)
+        elif e.op == "-":
+            # y = l - r;  dl += dy;  dr -= dy
+            self.backprop(l, d, out)
+            self.backprop(r, neg(d), out)
+        elif e.op == "*":
+            # y = l * r;  dl += dy * r;  dr += l * dy
+            if la:
+                self.backprop(l, mul(d, r), out)
+            if ra:
+                self.backprop(r, mul(l, d), out)
+        elif e.op == "/":
+            # y = l / r;  dl += dy / r;  dr += -dy * l / (r * r)
+            if la:
+                self.backprop(l, div(d, r), out)
+            if ra:
+                rr = ir.Binary("*", r, r, r.type)
+                self.backprop(r, div(mul(neg(d), l), rr), out)
+        # comparisons, logic, bit operations, %: no derivative
+
+    def visit_Cond(self, e, d, out, result):
+        # y = c ? a : b;  if (c) da += dy; else db += dy
+        then, other = [], []
+        self.backprop(e.then, d, then)
+        self.backprop(e.other, d, other)
+        if then or other:
+            out.append(ir.If(e.cond, ir.Block(tuple(then)), ir.Block(tuple(other))))
+
+    def visit_Cast(self, e, d, out, result):
+        # y = (T)x;  dx += dy for a floating T; an integer T cuts the derivative
+        if e.type.real and e.operand.type.real:
+            self.backprop(e.operand, d, out)
+
+    def visit_Const(self, e, d, out, result):
+        pass
+
+    def visit_Call(self, e, d, out, result):
+        # y = f(x0, x1);  dxk += dy * df/dxk  (rule table)
+        name = ir.call_name(e.fn)
+        if e.user:
+            raise DiffError(self.loc, f"internal: user call '{name}' was not hoisted")
+        rule = rules.lookup(name)
+        if rule is None:
+            raise DiffError(self.loc, f"no derivative for call to '{name}': define '{name}' in "
+                                      "this source, or give it a custom derivative "
+                                      "clad::custom_derivatives::"
+                                      f"{names.pullback(name.split('::')[-1])}")
+        if rule.zero:
+            return
+        if len(rule.pullbacks) != len(e.args):
+            raise DiffError(self.loc, f"'{name}' called with {len(e.args)} arguments; its "
+                                      f"derivative rule takes {len(rule.pullbacks)}")
+        y = result if result is not None else e
+        for k, (arg, pb) in enumerate(zip(e.args, rule.pullbacks)):
+            if pb is None or not self.act.expr_active(arg):
+                continue
+            # only the placeholders the rule spells become reads (printers and CSE see them)
+            values = {"d": d, "x0": e.args[0], "x1": e.args[-1], "y": y}
+            used = [k for k in re.findall(r"\{(\w+)\}", pb)]
+            order = list(dict.fromkeys(used))
+            text = pb.format(**{k: "{%d}" % order.index(k) for k in order})
+            reads = tuple(values[k] for k in order)
+            self.backprop(arg, ir.Raw(text, arg.type if arg.type.real else e.type, reads), out)
+
+    def visit_Raw(self, e, d, out, result):
+        raise DiffError(self.loc, "internal: generated expression in primal code")

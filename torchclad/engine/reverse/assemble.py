@@ -1,0 +1,449 @@
+"""Assemble the forward sweep (primal + recording) and the reverse sweep of a function
+from the per-statement adjoint code and the to-be-recorded analysis' answers.
+
+    block:  fwd = fwd(s1) .. fwd(sn); push saved locals
+            rev = pop saved locals; recompute locals; zero local adjoints; rev(sn) .. rev(s1)
+    v = e:  fwd = [push v]; v = e         rev = adjoint swap; [v = pop]; backprop(e)
+    if:     fwd = bool c = cond; if (c) .. else ..; push c      rev = if (pop) .. else ..
+    loop:   canonical `for (int i = lo; i < hi; ++i)` runs backwards as `for (i = hi; i-- > lo;)`;
+            any other loop counts its iterations and the reverse runs that many times.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import ir, names
+from ..analysis.effects import call_writes
+from ..analysis.tbr import Recording
+from ..errors import DiffError
+from . import checkpoint
+from .adjoint import ZERO, Names
+from .parallel import ParallelCheck, reverse_clauses
+from .transform import TAPE, ULONG, Reverse, inverse, template_args
+
+
+class Assembler:
+    def __init__(self, rv: Reverse, rec: Recording, split: bool):
+        self.rv = rv
+        self.rec = rec
+        self.split = split
+        self.names = Names({})
+        self.rev_cache: dict = {}
+
+    # ------------------------------------------------------------------ helpers
+    # A pointer into a local object holds an address in the forward's stack frame, which means
+    # nothing to a split-mode sweep: it is stored as an offset from the start of that object
+    # and rebuilt from the sweep's own copy of it.
+    def _local_root(self, v) -> "ir.Var | None":
+        if not v.type.is_pointer:
+            return None
+        r = self.rv.al.roots.get(v.uid, v)
+        if r.uid == v.uid or r.uid in self.rv.facts.params or r.uid <= 0:
+            return None
+        return r
+
+    @staticmethod
+    def _start_of(r: ir.Var) -> ir.Expr:
+        return r if r.type.is_array else ir.Unary("&", r, r.type.pointer_to())
+
+    def push_value(self, v, loc=None):
+        """Record the value of local v (a pointer into a local object as its offset)."""
+        r = self._local_root(v)
+        if r is None:
+            return ir.TapePush(v, loc) if loc is not None else ir.TapePush(v)
+        off = ir.Binary("-", v, self._start_of(r), ir.LONG)
+        return ir.TapePush(off, loc) if loc is not None else ir.TapePush(off)
+
+    def popped_value(self, v) -> ir.Expr:
+        """The value of v that `push_value` recorded, taken off the tape."""
+        r = self._local_root(v)
+        if r is None:
+            return ir.TapePop(v.type.value())
+        return ir.Binary("+", self._start_of(r), ir.TapePop(ir.LONG), v.type)
+
+    def _adjoint_decls(self, decls) -> list:
+        out = []
+        for d in decls:
+            v = d.var
+            if not v.type.real or v.type.is_pointer or not self.rv.act.var_active(v):
+                continue
+            t = ir.Type(v.type.base, 0, False, v.type.dims, True)
+            name = self.rv.adj_names[v.uid]
+            if v.type.dims:
+                out.append(ir.Decl(ir.Var(name, t, 0), None, (ir.Const("{}", t),)))
+            else:
+                out.append(ir.Decl(ir.Var(name, t, 0), ir.Cast(ZERO, t.value(), "fn")))
+        return out
+
+    def _call_saves(self, s, p) -> list:
+        """Local arrays a call overwrites while their old values are still needed: saved
+        whole before the call, restored after the callee's reverse sweep."""
+        if isinstance(s, ir.Assign) or not self.rec.must_record(p):
+            return []
+        call = self.rv.calls[p][0] if p in self.rv.calls else None
+        name = ir.call_name(call.fn) if call is not None else "a call"
+        out = []
+        for i in sorted(call_writes(self.rv.module, call)) if call is not None else ():
+            r = self.rv.al.root_of(call.args[i])
+            if r is None:
+                continue
+            if not r.type.is_array:
+                raise DiffError(getattr(s, "loc", None),
+                                f"'{name}' overwrites array '{r.name}' whose old values the "
+                                "derivative still needs, and its size is unknown here; pass "
+                                "the call a copy (a separate buffer)")
+            out.append(r)
+        return out
+
+    def _restore(self, s, p) -> list:
+        if not self.rec.must_record(p):
+            return []
+        if not isinstance(s, ir.Assign):
+            return [ir.TapeArray(r, ir.element_count(r.type), True)
+                    for r in self._call_saves(s, p)]
+        inv = inverse(s)
+        if inv is not None:
+            return [inv]
+        if isinstance(s.target, ir.Var):
+            return [ir.Assign("=", s.target, self.popped_value(s.target), s.loc)]
+        return [ir.Assign("=", s.target, ir.TapePop(s.target.type.value()), s.loc)]
+
+    def _record(self, s, p) -> list:
+        if not self.rec.must_record(p):
+            return []
+        if not isinstance(s, ir.Assign):
+            return [ir.TapeArray(r, ir.element_count(r.type), False)
+                    for r in reversed(self._call_saves(s, p))]
+        if inverse(s) is not None:
+            return []
+        if isinstance(s.target, ir.Var):
+            return [self.push_value(s.target, s.loc)]
+        return [ir.TapePush(s.target, s.loc)]
+
+    def _forward_call(self, e, p):
+        info = self.rv.calls.get(p)
+        if info is None or info[1] is None or info[1].custom:
+            return e
+        call, callee, _ = info
+        return ir.Call(callee.forw + template_args(call.fn), call.args + (TAPE,), call.type,
+                       False)
+
+    # ------------------------------------------------------------------ forward
+    def fwd_block(self, b: ir.Block, path: tuple, top=False) -> list:
+        out = []
+        ret = None
+        for i, s in enumerate(b.stmts):
+            if top and isinstance(s, ir.Return):
+                ret = s
+                continue
+            out.extend(self.fwd_stmt(s, path + (i,)))
+        out += self.scope_saves(path)
+        if ret is not None and self.split:
+            out.append(ir.Return(self._fwd_expr(ret.value, path + (len(b.stmts) - 1,))
+                                 if ret.value is not None else None, ret.loc))
+        return out
+
+    def _fwd_expr(self, e, p):
+        if isinstance(e, ir.Call):
+            return self._forward_call(e, p)
+        return e
+
+    def fwd_stmt(self, s, p) -> list:
+        if isinstance(s, ir.Decl):
+            init = self._fwd_expr(s.init, p) if s.init is not None else None
+            if init is None and not s.var.type.dims and not s.static:
+                # `double a;` assigned later: the tape may record its old value, which must
+                # not be an indeterminate one
+                init = ir.Cast(ir.Const("0", ir.INT), s.var.type.value(), "fn") \
+                    if not s.var.type.ptr else ir.Const("nullptr", s.var.type)
+            return self._record(s, p) + [replace(s, init=init)]
+        if isinstance(s, ir.Assign):
+            return self._record(s, p) + [replace(s, value=self._fwd_expr(s.value, p))]
+        if isinstance(s, ir.ExprStmt):
+            return self._record(s, p) + [replace(s, expr=self._fwd_expr(s.expr, p))]
+        if isinstance(s, ir.Return):
+            return []
+        if isinstance(s, ir.Block):
+            return [ir.Block(tuple(self.fwd_block(s, p)), s.loc)]
+        if isinstance(s, ir.If):
+            then = ir.Block(tuple(self.fwd_block(s.then, p + (0,))))
+            other = ir.Block(tuple(self.fwd_block(s.other, p + (1,))))
+            if not self._has_reverse(s, p):
+                return [ir.If(s.cond, then, other, s.loc)]
+            c = self.names.fresh(names.SAVED_PREFIX, ir.BOOL)
+            return [ir.Decl(c, s.cond, (), s.loc), ir.If(c, then, other, s.loc), ir.TapePush(c)]
+        if isinstance(s, ir.Loop):
+            return self.fwd_loop(s, p)
+        if isinstance(s, ir.Comment):
+            return [s]
+        raise DiffError(getattr(s, "loc", None), f"internal: forward of {type(s).__name__}")
+
+    # ------------------------------------------------------------------ parallel loops
+    def _par_slots(self, s: ir.Loop, p) -> "list | None":
+        """For a canonical `omp parallel for` loop whose body records nothing but a fixed set
+        of scalars saved at the end of each iteration: those scalars (kept per iteration in
+        slots instead of on the shared tape). None when the loop cannot run in parallel."""
+        canon = self.rv.canon.get(p)
+        if canon is None or not canon.up or not s.pragma.startswith("omp parallel for"):
+            return None
+        saved = list(self.rec.plan(p + (1,)).saved)
+        if any(d.var.type.is_array for d in saved):
+            return None
+        body = self.fwd_block(s.body, p + (1,))
+        n_tape = sum(1 for st in body for x in ir.walk_stmts(st)
+                     if isinstance(x, (ir.TapePush, ir.TapeArray)) or
+                     (isinstance(x, (ir.ExprStmt, ir.Decl, ir.Assign)) and
+                      names.TAPE in ir.stmt_names(x)))
+        if n_tape != len(saved):
+            return None
+        return saved
+
+    def _slot_vars(self, saved) -> list:
+        out = []
+        for d in saved:
+            t = d.var.type
+            base = "unsigned char" if t.base == "bool" and not t.ptr else t.value().spell()
+            out.append(ir.Var(self.names.fresh(names.SAVED_PREFIX, ir.INT).name,
+                              ir.Type(base, vector=True), 0))
+        return out
+
+    def _offset(self, canon) -> ir.Expr:
+        if isinstance(canon.lo, ir.Const) and canon.lo.text == "0":
+            return canon.var
+        return ir.Binary("-", canon.var, canon.lo, ir.LONG)
+
+    def trip_count(self, canon) -> ir.Expr:
+        """The number of iterations of a canonical loop (0 when hi <= lo)."""
+        if isinstance(canon.lo, ir.Const) and canon.lo.text == "0":
+            return ir.Cond(ir.Binary(">", canon.hi, canon.lo, ir.BOOL), canon.hi,
+                           ir.Const("0", ir.LONG), ir.LONG)
+        n = ir.Binary("-", canon.hi, canon.lo, ir.LONG)
+        return ir.Cond(ir.Binary(">", canon.hi, canon.lo, ir.BOOL), n, ir.Const("0", ir.LONG),
+                       ir.LONG)
+
+    def fwd_parallel(self, s: ir.Loop, p, saved) -> list:
+        canon = self.rv.canon[p]
+        slots = self._slot_vars(saved)
+        n = self.names.fresh(names.SAVED_PREFIX, ir.LONG)
+        body = [st for st in self.fwd_block(s.body, p + (1,)) if not isinstance(st, ir.TapePush)]
+        off = self._offset(canon)
+        body += [ir.Assign("=", ir.Index(v, off, v.type.element()), d.var)
+                 for v, d in zip(slots, saved)]
+        init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
+        out = [ir.Decl(n, self.trip_count(canon))]
+        out += [ir.VectorDecl(v, n) for v in slots]
+        out.append(ir.Loop(tuple(init), s.cond, s.inc, ir.Block(tuple(body)), s.loc, s.pragma))
+        out += [ir.TapeArray(v, n, False) for v in slots]
+        return [ir.Block(tuple(out), s.loc)]
+
+    def rev_parallel(self, s: ir.Loop, p, saved) -> list:
+        canon = self.rv.canon[p]
+        slots = self._slot_vars(saved)
+        n = self.names.fresh(names.SAVED_PREFIX, ir.LONG)
+        body = self.rev_block(s.body, p + (1,))
+        slot_of = {d.var.uid: v for v, d in zip(slots, saved)}
+        off = self._offset(canon)
+        new_body = []
+        for st in body:
+            if isinstance(st, ir.Decl) and isinstance(st.init, ir.TapePop) and \
+                    st.var.uid in slot_of:
+                v = slot_of[st.var.uid]
+                elem = ir.Index(v, off, v.type.element())
+                new_body.append(ir.Decl(st.var, ir.Cast(elem, st.var.type.value(), "static"),
+                                        (), st.loc))
+            else:
+                new_body.append(st)
+        out = [ir.Decl(n, self.trip_count(canon))]
+        out += [ir.VectorDecl(v, n) for v in slots]
+        out += [ir.TapeArray(v, n, True) for v in reversed(slots)]
+        inner, pointers, varying = {}, {}, set()
+        for path, c in self.rv.canon.items():
+            if path[:len(p) + 1] == p + (1,):
+                inner[c.var.uid] = (c.lo, c.hi)
+        for st in ir.walk_stmts(s.body):
+            if isinstance(st, ir.Decl):
+                varying.add(st.var.uid)
+                if st.var.type.is_pointer and st.init is not None:
+                    pointers[st.var.uid] = st.init
+            if isinstance(st, ir.Assign) and isinstance(st.target, ir.Var):
+                varying.add(st.target.uid)
+                pointers.pop(st.target.uid, None)
+        clauses = reverse_clauses(ParallelCheck(canon.var, inner, pointers, varying), new_body)
+        pragma = "" if clauses is None else clauses.pragma()
+        head = ir.Decl(canon.var, canon.lo)
+        loop = ir.Loop((head,), ir.Binary("<", canon.var, canon.hi, ir.BOOL),
+                       (ir.Assign("+=", canon.var, ir.Const("1", ir.INT)),),
+                       ir.Block(tuple(new_body)), s.loc, pragma)
+        # an array-section reduction combines into the adjoint buffer even when no iteration
+        # touched it: a null adjoint (an absent bias) must take the serial loop
+        if clauses is not None and clauses.sections:
+            nonnull = None
+            for name, _ in clauses.sections:
+                t = ir.Binary("!=", ir.Var(name, ir.Type("void", 1), 0),
+                              ir.Const("nullptr", ir.Type("void", 1)), ir.BOOL)
+                nonnull = t if nonnull is None else ir.Binary("&&", nonnull, t, ir.BOOL)
+            loop = ir.If(nonnull, ir.Block((loop,)), ir.Block((replace(loop, pragma=""),)))
+        return [ir.Block(tuple(out + [loop]), s.loc)] if slots else [loop]
+
+    def fwd_loop(self, s: ir.Loop, p) -> list:
+        if p in self.rv.checkpoints:
+            if self._loop_has_reverse(s, p):
+                return checkpoint.forward(self, s, p, self.rv.checkpoints[p])
+            s = replace(s, pragma="")
+        if s.pragma:
+            saved = self._par_slots(s, p)
+            if saved:
+                return self.fwd_parallel(s, p, saved)
+            if saved is None:
+                s = replace(s, pragma="")          # recording inside: the forward runs serially
+        body = self.fwd_block(s.body, p + (1,))
+        init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
+        inc = [x for k, st in enumerate(s.inc) for x in self.fwd_stmt(st, p + (2, k))]
+        saves = self.scope_saves(p)
+        needs_rev = self._loop_has_reverse(s, p)
+        simple_inc = all(isinstance(x, ir.Assign) for x in inc)
+        canon = self.rv.canon.get(p)
+        if canon is not None or not needs_rev:
+            if simple_inc and not saves:
+                return [ir.Loop(tuple(init), s.cond, tuple(inc), ir.Block(tuple(body)), s.loc,
+                                s.pragma)]
+            loop = ir.Loop((), s.cond, () if not simple_inc else tuple(inc),
+                           ir.Block(tuple(body + ([] if simple_inc else inc))), s.loc)
+            return [ir.Block(tuple(init + [loop] + saves))]
+        if s.pragma:
+            raise DiffError(s.loc, "'#pragma omp parallel for' needs a canonical loop "
+                                   "(for (int i = a; i < b; i++) with i, a, b unchanged in "
+                                   "the body)")
+        cnt = self.names.fresh(names.SAVED_PREFIX, ULONG)
+        bump = ir.Assign("+=", cnt, ir.Const("1", ir.INT))
+        if simple_inc:
+            loop = ir.Loop((), s.cond, tuple(inc), ir.Block(tuple([bump] + body)), s.loc)
+        else:
+            loop = ir.Loop((), s.cond, (), ir.Block(tuple([bump] + body + inc)), s.loc)
+        out = init + [ir.Decl(cnt, ir.Const("0", ULONG)), loop, ir.TapePush(cnt)] + saves
+        return [ir.Block(tuple(out), s.loc)]
+
+    def scope_saves(self, path) -> list:
+        """The forward's recording of the locals the scope at `path` saves, at its end."""
+        out = []
+        for d in self.rec.plan(path).saved:
+            if d.var.type.is_array:
+                out.append(ir.TapeArray(d.var, ir.element_count(d.var.type), False))
+            else:
+                out.append(self.push_value(d.var))
+        return out
+
+    # ------------------------------------------------------------------ reverse
+    def scope_restores(self, path, decls) -> list:
+        """The reverse's restores of those locals, their recomputations, and the zeroed
+        adjoints of `decls`, at the start of the scope's reverse."""
+        plan = self.rec.plan(path)
+        out, rebuilt = [], []
+        for d in reversed(plan.saved):
+            v = d.var
+            if v.uid in self.rv.facts.params:
+                out.append(ir.Assign("=", v, ir.TapePop(v.type.value())))
+            elif v.type.is_array:
+                out.append(ir.Decl(replace(v, type=replace(v.type, const=False))))
+                out.append(ir.TapeArray(v, ir.element_count(v.type), True))
+            elif self._local_root(v) is not None:
+                # the offset now, the pointer once every saved local (its object too) exists
+                off = self.names.fresh(names.OFFSET_PREFIX, ir.LONG)
+                out.append(ir.Decl(off, ir.TapePop(ir.LONG)))
+                rebuilt.append(ir.Decl(v, ir.Binary("+", self._start_of(self._local_root(v)),
+                                                    off, v.type)))
+            else:
+                out.append(ir.Decl(v, ir.TapePop(v.type.value())))
+        out += rebuilt
+        for d in plan.recomputed:
+            out.append(replace(d, loc=d.loc))
+        out.extend(self._adjoint_decls(decls))
+        return out
+
+    def rev_block(self, b: ir.Block, path: tuple, top=False) -> list:
+        key = (path, top)
+        if key in self.rev_cache:
+            return self.rev_cache[key]
+        body = []
+        for i in reversed(range(len(b.stmts))):
+            body.extend(self.rev_stmt(b.stmts[i], path + (i,)))
+        decls = [s for s in b.stmts if isinstance(s, ir.Decl)]
+        # pops must match the forward's pushes even when nothing else happens here
+        if body or top or self.rec.plan(path).saved:
+            out = self.scope_restores(path, decls) + body
+        else:
+            out = []
+        if top:
+            locals_ = sorted(self.rv.local_param_adj.values(), key=lambda lp: lp[1].uid)
+            out = [ir.Decl(l, ir.Cast(ZERO, l.type, "fn")) for l, _ in locals_] + out + \
+                [ir.Assign("+=", ir.Unary("*", ir.Var(self.rv.adj_names[p.uid],
+                                                      l.type.pointer_to(), 0), l.type), l)
+                 for l, p in locals_]
+        self.rev_cache[key] = out
+        return out
+
+    def _has_reverse(self, s, p) -> bool:
+        if isinstance(s, ir.If):
+            return bool(self.rev_block(s.then, p + (0,)) or self.rev_block(s.other, p + (1,)))
+        return bool(self.rev_stmt(s, p))
+
+    def _loop_has_reverse(self, s: ir.Loop, p) -> bool:
+        if self.rev_block(s.body, p + (1,)):
+            return True
+        return any(self._restore(st, p + (2, k)) or not self.rv.parts[p + (2, k)].empty
+                   for k, st in enumerate(s.inc))
+
+    def rev_stmt(self, s, p) -> list:
+        if isinstance(s, (ir.Decl, ir.Assign, ir.ExprStmt, ir.Return)):
+            parts = self.rv.parts[p]
+            if not isinstance(s, ir.Assign):      # a call: its sweep sees the post-call state
+                return list(parts.pre) + list(parts.post) + self._restore(s, p)
+            return list(parts.pre) + self._restore(s, p) + list(parts.post)
+        if isinstance(s, ir.Block):
+            inner = self.rev_block(s, p)
+            return [ir.Block(tuple(inner))] if inner else []
+        if isinstance(s, ir.If):
+            then = self.rev_block(s.then, p + (0,))
+            other = self.rev_block(s.other, p + (1,))
+            if not then and not other:
+                return []
+            return [ir.If(ir.TapePop(ir.BOOL), ir.Block(tuple(then)), ir.Block(tuple(other)))]
+        if isinstance(s, ir.Loop):
+            return self.rev_loop(s, p)
+        return []
+
+    def rev_loop(self, s: ir.Loop, p) -> list:
+        if not self._loop_has_reverse(s, p):
+            return []
+        if p in self.rv.checkpoints:
+            return checkpoint.reverse(self, s, p, self.rv.checkpoints[p])
+        if s.pragma and self._par_slots(s, p) is not None:
+            return self.rev_parallel(s, p, self._par_slots(s, p))
+        body = self.rev_block(s.body, p + (1,))
+        canon = self.rv.canon.get(p)
+        init_decls = [st for st in s.init if isinstance(st, ir.Decl)]
+        init_rev = [x for k in reversed(range(len(s.init)))
+                    for x in self.rev_stmt(s.init[k], p + (0, k))]
+        if canon is not None:
+            v = canon.var
+            if canon.up:
+                head = ir.Decl(v, canon.hi)
+                cond = ir.reversed_cond(v, canon.lo)
+                inc = ()
+            else:
+                head = ir.Decl(v, canon.hi)
+                cond = ir.Binary("<=", v, canon.lo, ir.BOOL)
+                inc = (ir.Assign("+=", v, ir.Const("1", ir.INT)),)
+            others = [d for d in init_decls if d.var.uid != v.uid]
+            pre = self.scope_restores(p, others)
+            loop = ir.Loop((head,), cond, inc, ir.Block(tuple(body)), s.loc,
+                           "")
+            return pre + [loop] + init_rev if pre or init_rev else [loop]
+        pre = self.scope_restores(p, init_decls)
+        cnt = self.names.fresh(names.SAVED_PREFIX, ULONG)
+        inc_rev = [x for k in reversed(range(len(s.inc)))
+                   for x in self.rev_stmt(s.inc[k], p + (2, k))]
+        loop = ir.Loop((ir.Decl(cnt, ir.TapePop(ULONG)),), cnt,
+                       (ir.Assign("-=", cnt, ir.Const("1", ir.INT)),),
+                       ir.Block(tuple(inc_rev + body)), s.loc)
+        return [ir.Block(tuple(pre + [loop] + init_rev))]

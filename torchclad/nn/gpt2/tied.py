@@ -1,0 +1,144 @@
+"""The modular GPT-2's tied embedding: wte's gradient accumulated in place.
+
+wte is read twice, by the encoder (first layer) and by the lm_head (last). Left to autograd,
+each backward makes a (V, C) gradient of its own (the lm_head matmul's d weight, the encoder's
+scatter-add into zeros) and AccumulateGrad adds the two: two fresh 154 MB buffers and an add per
+step for GPT-2 small. Instead, the lm_head reads wte through ``_HeadWeight``, whose backward
+hands the lm_head's d weight over (instead of to autograd), and the encoder's generated sweep
+accumulates into that very buffer: one buffer, no add. The backward runs the lm_head before the
+encoder (it is later in the graph); should the encoder's backward come first anyway, or the
+buffer not be ours to write, each returns its own gradient to autograd.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional
+
+import torch
+
+from torchclad.bridge.autograd import double_backward_error, plain_call
+from torchclad.builtin import ops as builtin_ops
+
+from . import sharing
+
+__all__ = ["encode"]
+
+
+def encode(model: Any, idx64: torch.Tensor) -> tuple[torch.Tensor, Callable]:
+    """The encoder's output for the token ids ``idx64`` (B, T) and the lm_head to apply to the
+    last hidden states: through the hand-over of wte's gradient when it applies, else the
+    plain encoder op and ``model.lm_head``."""
+    tr = model.transformer
+    tie = _TiedGrad.for_call(model, idx64)
+    if tie is None:
+        return builtin_ops.encoder_op(idx64, tr.wte.weight, tr.wpe.weight), model.lm_head
+    return _TiedEncoder.apply(idx64, tr.wte.weight, tr.wpe.weight, tie), tie.head
+
+
+def _tie_supported() -> bool:
+    op = builtin_ops.encoder_op
+    return not op.has_ret and set(op.k.adjoints) == {"wte", "wpe", "out"}
+
+
+def _has_forward_hooks(module: torch.nn.Module) -> bool:
+    """Whether a forward (pre-)hook runs around ``module``'s forward, its own or a global one.
+
+    torch has no public API that says so: this reads ``torch.nn.Module``'s private hook dicts
+    and the global ones of ``torch.nn.modules.module``, here only."""
+    from torch.nn.modules import module as nn_module
+
+    return bool(module._forward_hooks or module._forward_pre_hooks
+                or nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks)
+
+
+class _TiedGrad:
+    """The hand-over between one forward's lm_head and encoder backwards."""
+
+    __slots__ = ("lock", "grad", "encoder_done", "head")
+    enabled = True  # False: the two gradients go to autograd separately (the tests compare)
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.lock = threading.Lock()
+        self.grad: Optional[torch.Tensor] = None  # the lm_head's d weight, waiting
+        self.encoder_done = False
+
+        def head(x: torch.Tensor) -> torch.Tensor:
+            lead = x.shape[:-1]
+            w = _HeadWeight.apply(weight, self)
+            out = builtin_ops.matmul_op(x.reshape(-1, x.shape[-1]), w, builtin_ops.none_tensor(weight))
+            return out.reshape(*lead, weight.shape[0])
+
+        self.head = head
+
+    @classmethod
+    def for_call(cls, model: Any, idx64: torch.Tensor) -> Optional["_TiedGrad"]:
+        """A hand-over for this forward, or None for the plain path (no gradient to wte, torch
+        .compile or another tracer, a subclass tensor, hooks on the lm_head, untied weights)."""
+        if not cls.enabled or not sharing.AVAILABLE or not _tie_supported():
+            return None
+        tr, head = model.transformer, model.lm_head
+        w = tr.wte.weight
+        if (head.weight is not w or head.bias is not None or not torch.is_grad_enabled()
+                or not w.requires_grad or torch.compiler.is_compiling()
+                or _has_forward_hooks(head)):
+            return None
+        if not plain_call((idx64, w, tr.wpe.weight)):
+            return None
+        return cls(w)
+
+
+class _HeadWeight(torch.autograd.Function):
+    """wte as the lm_head reads it (identity); backward: see _TiedGrad."""
+
+    @staticmethod
+    def forward(ctx, weight, tie):
+        ctx.tie = tie
+        return weight.view_as(weight)
+
+    @staticmethod
+    def backward(ctx, g):
+        tie: _TiedGrad = ctx.tie
+        if g is None:
+            return None, None
+        with tie.lock:
+            # ours to write: a plain contiguous buffer no other tensor holds (the matmul sweep's
+            # fresh d weight), and no graph being built over the backward (create_graph)
+            if (not tie.encoder_done and tie.grad is None and not torch.is_grad_enabled()
+                    and type(g) is torch.Tensor and g.is_contiguous() and sharing.unshared(g)):
+                tie.grad = g
+                return None, None
+        return g, None
+
+
+class _TiedEncoder(torch.autograd.Function):
+    """``encoder_forward`` (wte[idx] + wpe[t]) whose generated sweep adds wte's gradient into the
+    lm_head's d weight when _HeadWeight left it (see _TiedGrad)."""
+
+    @staticmethod
+    def forward(ctx, idx64, wte, wpe, tie):
+        ctx.set_materialize_grads(False)
+        ctx.tie = tie
+        ctx.save_for_backward(idx64, wte, wpe)
+        return builtin_ops.encoder_op(idx64, wte, wpe)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        idx64, wte, wpe = ctx.saved_tensors
+        tie: _TiedGrad = ctx.tie
+        with tie.lock:
+            d_wte, tie.grad = tie.grad, None
+            tie.encoder_done = d_wte is None  # the lm_head's backward (if any) is still to come
+        if d_out is None:
+            return None, d_wte, None, None
+        op = builtin_ops.encoder_op
+        if torch.is_grad_enabled():
+            raise double_backward_error(op.qualname)
+        _, rec = op.run_forward((idx64, wte, wpe), record=True)  # the tape (cheap: a gather)
+        if d_wte is None:
+            d_wte = torch.zeros_like(wte, memory_format=torch.contiguous_format)
+        adj = {"wte": d_wte, "wpe": torch.zeros_like(wpe, memory_format=torch.contiguous_format),
+               "out": d_out.to(wte.dtype).contiguous().clone()}  # the sweep zeroes its seed
+        op.run_sweep(rec, [adj[w] for w in op.k.adjoints])
+        return (None, d_wte if ctx.needs_input_grad[1] else None,
+                adj["wpe"] if ctx.needs_input_grad[2] else None, None)
