@@ -107,6 +107,8 @@ class Param:
     base: str          # canonical scalar spelling, or the template parameter's name
     pointer: bool
     const: bool        # const scalar, or pointer to const
+    reference: bool = False   # a scalar passed by reference (its buffer is the object)
+    enum: str = ""            # an enum parameter's type (its value is passed as an int)
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,13 @@ def _unqualified(spelling: str) -> str:
 
 
 def _base(t, template_params) -> tuple[str, bool]:
+    import clang.cindex as ci
+
     name = _unqualified(t.spelling)
     if name in template_params:
         return name, t.is_const_qualified()
+    if t.get_canonical().kind == ci.TypeKind.ENUM:
+        return "int", t.is_const_qualified()         # an enum: its int value
     return _unqualified(t.get_canonical().spelling), t.is_const_qualified()
 
 
@@ -164,9 +170,13 @@ def read_signature(path: Path, fn: str) -> Signature:
             elif t.kind in (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.INCOMPLETEARRAY):
                 base, const = _base(t.element_type, tparams)
                 params.append(Param(c.spelling, base, True, const))
+            elif t.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE):
+                base, const = _base(t.get_pointee(), tparams)
+                params.append(Param(c.spelling, base, False, const, reference=True))
             else:
                 base, const = _base(t, tparams)
-                params.append(Param(c.spelling, base, False, const))
+                enum = t.spelling if t.get_canonical().kind == ci.TypeKind.ENUM else ""
+                params.append(Param(c.spelling, base, False, const, enum=enum))
         ret, _ = _base(cur.result_type, tparams)
         return Signature(fn, tuple(params), ret, tparams)
     raise CorpusFailure("bad-case", f"{path.name} has no function {fn}")
@@ -264,13 +274,15 @@ def make_inputs(case, sig: Signature) -> Inputs:
     seeds = {}
     for out in case.outputs:
         p = next(p for p in sig.params if p.name == out)
-        if not p.pointer:
-            raise CorpusFailure("bad-case", f"{case.name}: output {out} is not a pointer")
+        if not p.pointer and not p.reference:
+            raise CorpusFailure("bad-case", f"{case.name}: output {out} is not a pointer or a "
+                                "reference")
         if sig.floating(p, case.scalar) and env[out] is not None:
             if out not in wrt:
                 raise CorpusFailure("bad-case", f"{case.name}: floating output {out} must be in wrt to be seeded")
             seeds[out] = rng.uniform(-1.0, 1.0, env[out].shape)
-    return Inputs(env, aliases, seeds, case.dy if sig.ret != "void" else 0.0, wrt, frozenset(scalars))
+    seeded = sig.ret != "void" and sig.scalar(sig.ret, case.scalar) in FLOATING
+    return Inputs(env, aliases, seeds, case.dy if seeded else 0.0, wrt, frozenset(scalars))
 
 
 # ---- C wrapper ----------------------------------------------------------------------------------------
@@ -283,7 +295,10 @@ def _call(sig: Signature, scalar: str, fn: str) -> str:
     args = []
     for k, p in enumerate(sig.params):
         t = sig.scalar(p.base, scalar)
-        args.append(f"({t}*)a[{k}]" if p.pointer else f"*({t}*)a[{k}]")
+        if p.enum:
+            args.append(f"({p.enum})*(int*)a[{k}]")
+        else:
+            args.append(f"({t}*)a[{k}]" if p.pointer else f"*({t}*)a[{k}]")
     return f"{fn}{targs}({', '.join(args)}"
 
 
@@ -296,7 +311,8 @@ def primal_wrapper(sig: Signature, scalar: str, prefix: str) -> str:
 def derivative_wrapper(sig: Signature, scalar: str, wrt: tuple[str, ...], prefix: str) -> str:
     by_name = {p.name: p for p in sig.params}
     dargs = "".join(f", ({sig.scalar(by_name[w].base, scalar)}*)d[{k}]" for k, w in enumerate(wrt))
-    dy = "" if sig.ret == "void" else f", ({sig.scalar(sig.ret, scalar)})dy"
+    seeded = sig.ret != "void" and sig.scalar(sig.ret, scalar) in FLOATING
+    dy = f", ({sig.scalar(sig.ret, scalar)})dy" if seeded else ""   # an int result: no seed
     forw = _call(sig, scalar, sig.fn + "_reverse_forw") + ", *(torchclad::Tape*)tape)"
     forw_body = f"{forw}; return 0.0;" if sig.ret == "void" else f"return (double)({forw});"
     return (

@@ -562,6 +562,28 @@ CASES: list[Case] = [
        outputs=["z"], tags=["fixed-lane reduction", "remainder only"]),
     _c("stored_result", "stored_result.cpp", "stored_result", {"out": a(12), "x": a(4), "n": i(4)},
        outputs=["out"], tags=["TORCHCLAD_WRITE_ONCE", "result read back (exp, tanh)", "local re-read"]),
+    # ---- C++ written for Clad (issue #18): reproductions of what its tests showed -----------
+    _c("global_read_write", "global_read_write.cpp", "global_read_write", {"x": s(), "t": s()},
+       tags=["non-const global", "global written by a callee", "global adjoint reset per call"],
+       expected=lambda v: {"x": -v["t"] * (1 + 2 * v["x"]), "t": -v["x"] * (1 + v["x"])}),
+    _c("pointer_param_moved", "pointer_param_moved.cpp", "pointer_param_moved",
+       {"arr": a(5), "n": i(5), "w": s()}, wrt="arr, w",
+       tags=["pointer parameter reassigned", "pointer advanced in a loop"]),
+    _c("int_result", "int_result.cpp", "int_result", {"k": i(2), "y": s(0.2, 0.5), "z": s(0.2, 0.5)},
+       tags=["integer result", "float + double arithmetic"],
+       expected=lambda v: {"y": 0.0, "z": 0.0}),
+    _c("int_result_user", "int_result.cpp", "int_result_user", {"y": s(0.2, 0.5), "z": s(0.2, 0.5)},
+       tags=["call returning an integer"], rtol=1e-4, atol=1e-6),
+    _c("namespace_calls", "namespace_calls.cpp", "namespace_calls", {"x": s(), "y": s()},
+       tags=["call into a nested namespace", "custom derivative in a nested namespace",
+             "const reference parameters"]),
+    _c("param_overwritten_not_wrt", "param_overwritten_not_wrt.cpp", "param_overwritten_not_wrt",
+       {"i": s(), "j": s(), "k": s()}, wrt="i",
+       tags=["parameter outside wrt overwritten", "partial wrt"]),
+    *[_c(f"enum_param_{k}", "enum_param.cpp", "enum_param", {"x": s(), "y": s(0.5, 1.5), "op": i(k)},
+         wrt="x, y", tags=["enum parameter", "switch on an enum"]) for k in range(4)],
+    _c("template_nontype_elsewhere", "template_nontype_elsewhere.cpp", "template_nontype_elsewhere",
+       {"x": s(), "y": s()}, tags=["non-type template in the source"]),
 ]
 
 CASES_BY_NAME: dict[str, Case] = {c.name: c for c in CASES}

@@ -4,8 +4,8 @@ void abp02_alias_local_pullback(double x, double _d_y, double* _d_x) {
     p[0] = x * x;
     double _d_y0 = double(0);
     _d_y0 += _d_y;
-    double _r_d0 = (&_d_y0)[p - &y];
-    (&_d_y0)[p - &y] = 0;
+    double _r_d0 = _d_y0;
+    _d_y0 = 0;
     *_d_x += _r_d0 * x;
     *_d_x += x * _r_d0;
 }
@@ -18,17 +18,14 @@ double abp02_alias_local_reverse_forw(double x, torchclad::Tape& _tape) {
     double y = 0;
     double* p = &y;
     p[0] = x * x;
-    _tape.push(y);
     return y;
 }
 
 void abp02_alias_local_reverse_sweep(double x, double _d_y, double* _d_x, torchclad::Tape& _tape) {
-    double y = _tape.pop<double>();
-    double* p = &y;
     double _d_y0 = double(0);
     _d_y0 += _d_y;
-    double _r_d0 = (&_d_y0)[p - &y];
-    (&_d_y0)[p - &y] = 0;
+    double _r_d0 = _d_y0;
+    _d_y0 = 0;
     *_d_x += _r_d0 * x;
     *_d_x += x * _r_d0;
 }

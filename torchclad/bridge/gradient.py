@@ -97,7 +97,7 @@ class Gradient:
 
         grad_outputs = dict(grad_outputs or {})
         seed = 1.0
-        if not k.void and "return" in grad_outputs:
+        if k.seeded and "return" in grad_outputs:
             seed = float(grad_outputs.pop("return"))
         adjoints: dict[str, torch.Tensor] = {}
         for w in k.adjoints:
@@ -107,11 +107,13 @@ class Gradient:
             else:
                 adjoints[w] = torch.zeros((), dtype=k.dtype_of(p, scalar))
         for key, g in grad_outputs.items():
-            if key not in adjoints or not k.by_name[key].pointer:
-                arrays = [w for w in k.adjoints if k.by_name[w].pointer]
+            p = k.by_name.get(key)
+            if key not in adjoints or not (p.pointer or getattr(p, "reference", False)):
+                arrays = [w for w in k.adjoints if k.by_name[w].pointer or
+                          getattr(k.by_name[w], "reference", False)]
                 raise ValueError(
                     f"{k.name}: grad_outputs[{key!r}]: expected one of the differentiated arrays "
-                    f"{arrays}" + (" or 'return'" if not k.void else "")
+                    f"or reference parameters {arrays}" + (" or 'return'" if k.seeded else "")
                 )
             g = torch.as_tensor(g)
             if g.numel() != adjoints[key].numel():
@@ -121,7 +123,7 @@ class Gradient:
                 )
             adjoints[key].copy_(g.detach().reshape(adjoints[key].shape))
 
-        call = values + ([] if k.void else [seed]) + [adjoints[w].data_ptr() for w in k.adjoints]
+        call = values + ([seed] if k.seeded else []) + [adjoints[w].data_ptr() for w in k.adjoints]
         k.binding("pullback", scalar)(*call)
 
         out = []

@@ -66,6 +66,8 @@ class Kernel:
         ret = sig.return_type
         self.void = ret is None or (ret.base == "void" and not getattr(ret, "pointer", 0))
         self.ret = None if self.void else ret
+        # the generated functions take the result's seed: a floating result only
+        self.seeded = self.ret is not None and bool(self.ret.differentiable)
         for p in self.params:
             if p.pointer and not self.is_float(p) and p.base not in BASE_DTYPE:
                 raise TypeError(

@@ -340,7 +340,7 @@ class KernelOp:
         accumulates into the input adjoints and zeroes the output adjoints (the seeds) as it
         reads them. ``result_seed`` seeds a non-void kernel's return value."""
         call = list(rec.args)
-        if self.has_ret:
+        if self.k.seeded:
             call.append(result_seed)
         call += [a.data_ptr() for a in adjoints]
         call.append(rec.tape)

@@ -20,8 +20,10 @@ class ParamInfo:
     const: bool
     differentiable: bool
     template: tuple = ()
+    reference: bool = False      # a scalar passed by reference (`double& x`); pointer is 0
 
     def c_type(self, scalar: str | None = None) -> str:
+        """The C++ type of a value of it (a reference's: the referred type)."""
         base = scalar if (scalar is not None and self.base in self.template) else self.base
         return ("const " if self.const else "") + base + "*" * self.pointer
 

@@ -41,6 +41,8 @@ class GeneratedCallee:
 
 def _info(v: ir.Var, template: tuple, name: str) -> ParamInfo:
     t = v.type
+    if t.ref:
+        return ParamInfo(name, t.base, 0, t.const, t.real, template, reference=True)
     return ParamInfo(name, t.base, t.ptr + (1 if t.dims else 0), t.const, t.real, template)
 
 

@@ -53,6 +53,13 @@ def _var(param: tuple) -> ir.Var:
     return ir.Var(param[1], param[0])
 
 
+def _arg(v: ir.Var) -> ir.Expr:
+    """A parameter passed on as it was received (a reference as the object it binds)."""
+    if v.type.ref:
+        return ir.Index(v, ir.Const("0", ir.INT), v.type.element())
+    return v
+
+
 def pullback_and_grad(base: str, fn: ir.Function, sig: Parameters, body: list,
                       comment: str = "") -> list:
     """`base_pullback` with `body`, then `base_grad` (seed 1) when fn returns a floating
@@ -62,7 +69,8 @@ def pullback_and_grad(base: str, fn: ir.Function, sig: Parameters, body: list,
                              fn.template, comment))]
     if fn.ret.real:
         one = ir.Cast(ir.Const("1", ir.INT), fn.ret.value(), "fn")
-        args = tuple(map(_var, sig.params)) + (one,) + tuple(map(_var, sig.adjoints))
+        args = tuple(_arg(_var(p)) for p in sig.params) + (one,) + \
+            tuple(map(_var, sig.adjoints))
         g = names.grad(base)
         out.append((g, cpp.function(g, ir.VOID, sig.params + sig.adjoints,
                                     [ir.ExprStmt(ir.Call(pb, args, ir.VOID))], fn.template)))
@@ -90,16 +98,43 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     sweep = promote(dead_resets(dead_code(cse_calls(
         Assembler(rv, an.split, split=True).rev_block(body, (), top=True)))))
     writes = writes_primal(fn, sweep, roots, sweep_writes)
-    texts = []
+    decls, reset = global_adjoints(an)
+    texts = list(decls)
     if node.top:
         asm = Assembler(rv, an.combined, split=False)
-        combined = promote(dead_resets(dead_code(cse_calls(
+        combined = reset + promote(dead_resets(dead_code(cse_calls(
             asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
         if uses_tape(combined):
             combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
         texts += pullback_and_grad(node.base, fn, sig, combined)
-    texts += split_pair(node.base, fn, sig, forward, sweep)
+    texts += split_pair(node.base, fn, sig, reset + forward, sweep)
     return Generated(tuple(texts), writes)
+
+
+def global_adjoints(an) -> tuple:
+    """The adjoints of the non-const floating globals fn touches: their declarations (global
+    variables of the generated code, as (name, text) entries) and the statements that zero
+    them, which start every forward: the adjoint of a global flows between the functions of
+    one call, and a call starts from zero."""
+    rv = an.reverse
+    decls, reset = [], []
+    for v in sorted((v for v in rv.al.vars.values() if v.uid < 0 and
+                     an.activity.mem_key_of(v) in an.activity.globals), key=lambda v: -v.uid):
+        t = ir.Type(v.type.base, 0, False, v.type.dims, True)
+        a = ir.Var(rv.adj_names[v.uid], t, 0)
+        if t.dims:
+            d = ir.Decl(a, None, (ir.Const("{}", t),))
+            k = ir.Var(names.numbered(names.RESET_INDEX, 0), ir.LONG, 0)
+            reset.append(ir.Loop((ir.Decl(k, ir.Const("0", ir.LONG)),),
+                                 ir.Binary("<", k, ir.element_count(t), ir.BOOL),
+                                 (ir.Assign("+=", k, ir.Const("1", ir.INT)),),
+                                 ir.Block((ir.Assign("=", ir.Index(a, k, t.element()),
+                                                     ir.Const("0", ir.INT)),))))
+        else:
+            d = ir.Decl(a, ir.Cast(ir.Const("0", ir.INT), t, "fn"))
+            reset.append(ir.Assign("=", a, ir.Const("0", ir.INT)))
+        decls.append((a.name, cpp.block_text([d]) + "\n"))
+    return decls, reset
 
 
 def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tuple:
@@ -120,11 +155,11 @@ def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tupl
     sig = parameters(fn, adjoints, {p.uid: names.adjoint(p.name) for p in fn.params})
     adj = {p.uid: _var(a) for p, a in zip(adjoints, sig.adjoints)}
     null = ir.Const("nullptr", ir.VOID.pointer_to())
-    custom_args = tuple(fn.params) + tuple(map(_var, sig.seed)) + \
+    custom_args = tuple(map(_arg, fn.params)) + tuple(map(_var, sig.seed)) + \
         tuple(adj.get(p.uid, null) for p in slots)
     call_custom = ir.ExprStmt(ir.Call("clad::custom_derivatives::" + cfn.name, custom_args,
                                       ir.VOID))
-    primal = ir.Call(fn.name, tuple(fn.params), fn.ret, True)
+    primal = ir.Call(fn.name, tuple(map(_arg, fn.params)), fn.ret, True)
     ret_primal = ir.Return(primal) if fn.ret.base != "void" else ir.ExprStmt(primal)
     return tuple(pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
                                    "custom derivative: " + cfn.name) +
@@ -195,7 +230,7 @@ def promotion(module: ir.Module, fn: ir.Function, roots: set):
     for caller in module.functions.values():
         calls = [x for s in ir.walk_stmts(caller.body) for e in ir.stmt_exprs(s)
                  for x in ir.walk_expr(e)
-                 if isinstance(x, ir.Call) and x.user and ir.call_name(x.fn) == fn.name]
+                 if isinstance(x, ir.Call) and x.user and ir.function_key(x.fn) == fn.name]
         if not calls:
             continue
         try:

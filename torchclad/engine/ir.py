@@ -20,6 +20,7 @@ class Type:
     dims: tuple = ()          # fixed array dims of a local array, as C++ text
     real: bool = False        # floating base (or template scalar parameter)
     vector: bool = False      # a std::vector of base, sized at run time (generated only)
+    ref: bool = False         # a C++ reference `T&` (ptr == 1: the IR holds its address)
 
     @property
     def is_pointer(self) -> bool:
@@ -44,14 +45,17 @@ class Type:
         if self.vector:
             return replace(self, vector=False)
         if self.ptr:
-            return replace(self, ptr=self.ptr - 1)
+            return replace(self, ptr=self.ptr - 1, ref=False)
         raise TypeError(f"{self} is not indexable")
 
     def pointer_to(self) -> "Type":
-        return replace(self, ptr=self.ptr + 1)
+        return replace(self, ptr=self.ptr + 1, ref=False)
 
     def value(self) -> "Type":
-        """The type of a plain local that can hold this value (const dropped)."""
+        """The type of a plain local that can hold this value (const dropped; a reference's
+        is the pointer the IR holds)."""
+        if self.ref:
+            return replace(self, ref=False)
         return replace(self, const=False) if not self.ptr else self
 
     def spell(self, name: str = "", *, scalar: str | None = None, template: tuple = ()) -> str:
@@ -60,7 +64,7 @@ class Type:
             base = scalar
         if self.vector:
             base = f"std::vector<{base}>"
-        s = ("const " if self.const else "") + base + ("*" * self.ptr)
+        s = ("const " if self.const else "") + base + ("&" if self.ref else "*" * self.ptr)
         if name:
             s += " " + name
         for d in self.dims:
@@ -457,6 +461,12 @@ def call_name(fn: str) -> str:
     """Lookup name of a spelled callee: '::std::max<double>' -> 'std::max'."""
     fn = re.sub(r"<.*>$", "", fn.replace(" ", ""))
     return fn[2:] if fn.startswith("::") else fn
+
+
+def function_key(fn: str) -> str:
+    """The key of a called function in `Module.functions` / `customs` (unqualified: the
+    module keys functions by name): '::n1::n2::sum<double>' -> 'sum'."""
+    return call_name(fn).split("::")[-1]
 
 
 def rebuild(e, kids):

@@ -88,6 +88,16 @@ def adjoint(name: str) -> str:
     return ADJOINT_PREFIX + name
 
 
+#: the counter of the loop that zeroes a global array's adjoint: _k0
+RESET_INDEX = "_k"
+
+
+def global_adjoint(name: str) -> str:
+    """The adjoint of a non-const global `g`: the global `_d_g` of the generated code (the
+    same in every generated function; never the return seed's name)."""
+    return adjoint(name) if adjoint(name) != RESULT_ADJOINT else adjoint(name + "_global")
+
+
 def is_adjoint(name: str) -> bool:
     return name.startswith(ADJOINT_PREFIX)
 
@@ -106,7 +116,36 @@ CALL_ADJOINT_PREFIX = "_r"
 #: offsets of pointers into local arrays, kept instead of the pointer: _off0, ...
 OFFSET_PREFIX = "_off"
 
+# ------------------------------------------------------------ locals of the lowering
+#: a temporary a reference parameter binds (`g(x * 2)` for `g(const double&)`): _ref0, ...
+REF_TEMP = "_ref"
+
+
+def ref_temp(n: int) -> str:
+    return f"{REF_TEMP}{n}"
+
+
+#: the index of a range-based for over an array: _i0, ...
+RANGE_INDEX = "_i"
+
+#: the value of a ?:, && or || whose operands have side effects: _cond0, ...
+COND_TEMP = "_cond"
+
+
+def numbered(prefix: str, n: int) -> str:
+    """``<prefix><n>``: the n-th local of a kind."""
+    return f"{prefix}{n}"
+
+
 # ---------------------------------------------------------- locals of the normalize pass
+#: the local copy of a pointer parameter the body moves (`arr = arr + 1`): _p_arr
+MOVED_PARAM_PREFIX = "_p_"
+
+
+def moved_param(name: str) -> str:
+    return MOVED_PARAM_PREFIX + name
+
+
 #: a call's result hoisted out of an expression: _call0, ...
 CALL_RESULT = "_call"
 #: flags of lowered break / continue / first iteration: _brk0, _cnt0, _first0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import ir, names
+from . import ir, names, rewrite
 from .errors import DiffError
 
 TRUE = ir.Const("true", ir.BOOL)
@@ -75,7 +75,7 @@ class Normalizer:
 
     # -------------------------------------------------------------- entry
     def run(self) -> ir.Function:
-        body = self.simplify_ops(self.fn.body)
+        body = self.simplify_ops(self.copy_moved_params(self.fn.body))
         returns = [s for s in ir.walk_stmts(body) if isinstance(s, ir.Return)]
         tail = bool(body.stmts) and isinstance(body.stmts[-1], ir.Return)
         if self.fn.ret.base != "void" and not returns:
@@ -98,6 +98,25 @@ class Normalizer:
         else:
             stmts, _ = self.seq(list(body.stmts), (None, None))
         return replace(self.fn, body=ir.Block(tuple(stmts), body.loc))
+
+    def copy_moved_params(self, body: ir.Block) -> ir.Block:
+        """A pointer parameter the body reassigns (`arr = arr + 1`, `++p`) is copied into a
+        local first and the body uses the copy: a pointer into the parameter's memory like
+        any other, whose adjoint is the parameter's adjoint at the same offset."""
+        moved = {s.target.uid for s in ir.walk_stmts(body)
+                 if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var)
+                 and s.target.type.is_pointer}
+        copies, decls = {}, []
+        for p in self.fn.params:
+            if p.uid in moved and p.type.is_pointer:
+                self.uid += 1
+                v = ir.Var(names.moved_param(p.name), p.type, self.uid)
+                copies[p.uid] = v
+                decls.append(ir.Decl(v, p, (), self.fn.loc))
+        if not copies:
+            return body
+        new = rewrite.substitute_vars(body, copies)
+        return replace(new, stmts=tuple(decls) + new.stmts)
 
     # -------------------------------------------------------------- operators and calls
     def simplify_ops(self, b: ir.Block) -> ir.Block:

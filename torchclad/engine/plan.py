@@ -91,7 +91,7 @@ def custom_callee(module: ir.Module, name: str) -> Callee:
         all_params = True
     else:
         all_params = len(cfn.params) - nparams - ret == nparams
-    return Callee("", "", pullback, all_params)
+    return Callee("", "", cfn.name, all_params)
 
 
 def adjoint_names(fn: ir.Function, act) -> dict:
@@ -99,7 +99,8 @@ def adjoint_names(fn: ir.Function, act) -> dict:
     `_d_y0` (or the next free suffix), as Clad does."""
     vars_ = [v for v in act.aliases.vars.values() if v.uid > 0]
     plain = {names.adjoint(v.name) for v in vars_}
-    out = {}
+    out = {v.uid: names.global_adjoint(v.name) for v in act.aliases.vars.values()
+           if act.mem_key_of(v) in act.globals}
     for v in vars_:
         name = names.adjoint(v.name)
         if fn.ret.real and name == names.RESULT_ADJOINT:
@@ -115,7 +116,8 @@ def analyze(module: ir.Module, fn: ir.Function, wrt: tuple, outputs: tuple, opti
     nfn = normalize(fn)
     act = activity_mod.analyze(nfn, module, wrt, outputs,
                                lambda call: call_writes(module, call), options.analyses)
-    rv = Reverse(module, nfn, act, adjoint_names(nfn, act), callee, options)
+    rv = Reverse(module, nfn, act, adjoint_names(nfn, act), callee, options,
+                 frozenset(p.uid for p in wrt + outputs))
     facts = rv.collect()
     combined = tbr.plan(facts, rv.reads, options.analyses, combined_top=True) if top else None
     split = tbr.plan(facts, rv.reads, options.analyses, combined_top=False)
@@ -185,7 +187,7 @@ class Planner:
         out: dict = {}
         for call, info, mask in rv.calls.values():
             if info is not None and not info.custom:
-                out.setdefault((ir.call_name(call.fn), mask), None)
+                out.setdefault((ir.function_key(call.fn), mask), None)
         return tuple(out)
 
 

@@ -200,6 +200,12 @@ class _Arg:
     use: str  # expression passed to the C++ function
 
 
+#: spellings of the C++ arithmetic types pybind11 converts itself
+_BUILTIN_SCALAR = re.compile(
+    r"((un)?signed|short|int|long|char|bool|float|double|(std::)?u?int\d+_t|(std::)?size_t|"
+    r"(std::)?ptrdiff_t)(\s+((un)?signed|short|int|long|char|double))*")
+
+
 def _param_args(d: Any, scalar: str) -> list[_Arg]:
     args = []
     for i, p in enumerate(d.params):
@@ -208,13 +214,22 @@ def _param_args(d: Any, scalar: str) -> list[_Arg]:
             args.append(
                 _Arg(p.name, f"std::uintptr_t a{i}", f"reinterpret_cast<{ctype}>(a{i})")
             )
+        elif p.base not in d.template_params and not _BUILTIN_SCALAR.fullmatch(p.base):
+            # an enum: passed as its value
+            args.append(_Arg(p.name, f"long long a{i}", f"static_cast<{ctype}>(a{i})"))
         else:
             args.append(_Arg(p.name, f"{ctype} a{i}", f"a{i}"))
     return args
 
 
+def _seeded(d: Any) -> bool:
+    """Whether the generated functions take the seed of the result: a floating one (an
+    integer result cuts the derivative)."""
+    return not _is_void(d.return_type) and bool(d.return_type.differentiable)
+
+
 def _seed_args(d: Any, scalar: str) -> list[_Arg]:
-    if _is_void(d.return_type):
+    if not _seeded(d):
         return []
     return [_Arg(_names().RESULT_ADJOINT, f"{d.return_type.c_type(scalar)} dy", "dy")]
 
@@ -285,8 +300,8 @@ def _derivative_defs(d: Any) -> str:
             "reverse_sweep": ("void", P + Y + A + tape, f"reverse sweep of {n} ({scalar}); "
                               "consumes the tape of one reverse_forw call"),
         }
-        if void:
-            del calls["grad"]  # only a non-void primal has a gradient
+        if not _seeded(d):
+            del calls["grad"]  # only a floating result has a gradient
         out.append(f"    // {n} for {scalar}\n")
         for kind, (result, args, doc) in calls.items():
             callee = _names().generated(n, kind) if kind else n

@@ -49,6 +49,7 @@ def _param(p: Any, template: tuple) -> dict:
         "const": bool(p.const),
         "differentiable": bool(p.differentiable),
         "template": list(getattr(p, "template", template)),
+        **({"reference": True} if getattr(p, "reference", False) else {}),
     }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .. import ir
 from ..errors import DiffError
 from ..rules import math as rules
+from .effects import global_effects
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,13 @@ class Activity:
     varied: frozenset
     useful: frozenset
     aliases: Aliases
+    globals: frozenset = frozenset()   # keys of the non-const floating globals it touches
 
     def is_active(self, key) -> bool:
         return key in self.active
+
+    def mem_key_of(self, v: ir.Var) -> tuple:
+        return self.aliases.mem_key(v)
 
     def var_active(self, v: ir.Var) -> bool:
         if v.type.is_memory:
@@ -170,6 +175,10 @@ def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
     al = find_aliases(fn, module.globals)
     edges: list = []
 
+    def globals_of(call):
+        callee = module.functions.get(ir.function_key(call.fn))
+        return global_effects(module, callee) if callee is not None else ((), ())
+
     def add(target, sources):
         if target is not None:
             edges.append((target, frozenset(sources)))
@@ -182,7 +191,7 @@ def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
             elif s.init is not None and s.var.type.real and not s.var.type.is_pointer:
                 add(("var", s.var.uid), reads_of(s.init, al))
             if s.init is not None:
-                _call_edges(s.init, al, add, callee_effects)
+                _call_edges(s.init, al, add, callee_effects, globals_of)
         elif isinstance(s, ir.Assign):
             tk = target_key(s.target, al)
             if s.target.type.real and tk is not None:
@@ -190,10 +199,10 @@ def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
                 if s.op != "=":
                     src |= {tk}
                 add(tk, src)
-            _call_edges(s.value, al, add, callee_effects)
+            _call_edges(s.value, al, add, callee_effects, globals_of)
         elif isinstance(s, ir.ExprStmt):
-            _call_edges(s.expr, al, add, callee_effects)
-        elif isinstance(s, ir.Return) and s.value is not None:
+            _call_edges(s.expr, al, add, callee_effects, globals_of)
+        elif isinstance(s, ir.Return) and s.value is not None and fn.ret.is_real_scalar:
             ret_sources |= reads_of(s.value, al)
 
     wrt_keys = {al.mem_key(p) for p in wrt}
@@ -202,9 +211,15 @@ def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
     for v in al.vars.values():
         if v.uid > 0 and v.type.real:
             all_real.add(al.mem_key(v))
+    # a non-const global fn (or a callee) touches carries derivatives in and out of it
+    # like a parameter that is both an input and an output
+    gread, gwritten = global_effects(module, fn)
+    global_keys = {al.mem_key(al.vars[u]) for u in gread | gwritten
+                   if u in al.vars and al.vars[u].type.real}
+    all_real |= global_keys
     param_keys = {al.mem_key(p) for p in fn.params}
 
-    varied = set(wrt_keys)
+    varied = set(wrt_keys) | global_keys
     changed = True
     while changed:
         changed = False
@@ -212,7 +227,7 @@ def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
             if t not in varied and src & varied:
                 varied.add(t)
                 changed = True
-    useful = set(out_keys) | ret_sources
+    useful = set(out_keys) | ret_sources | global_keys
     changed = True
     while changed:
         changed = False
@@ -223,16 +238,25 @@ def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
     if enabled:
         active = varied & useful & all_real
     else:
-        active = (all_real - param_keys) | wrt_keys | out_keys
-    return Activity(frozenset(active), frozenset(varied), frozenset(useful), al)
+        # scalar parameters the body overwrites: their adjoints are local ones
+        assigned = {t for t, _ in edges if t[0] == "var" and t in param_keys}
+        active = (all_real - param_keys) | wrt_keys | out_keys | (assigned & all_real)
+    return Activity(frozenset(active), frozenset(varied), frozenset(useful), al,
+                    frozenset(global_keys))
 
 
-def _call_edges(e, al, add, callee_effects):
-    """A user call writes through some pointer args: those objects depend on every arg."""
+def _call_edges(e, al, add, callee_effects, globals_of=None):
+    """A user call writes through some pointer args (and the globals it writes): those
+    objects depend on every arg and every global it reads."""
     for x in ir.walk_expr(e):
         if isinstance(x, ir.Call) and x.user:
             written = callee_effects(x)
             src = set()
+            gread, gwritten = globals_of(x) if globals_of is not None else ((), ())
+            src |= {al.mem_key(al.vars[u]) for u in gread if u in al.vars}
+            for u in gwritten:
+                if u in al.vars:
+                    add(al.mem_key(al.vars[u]), src)
             for a in x.args:
                 src |= reads_of(a, al)
                 if a.type.is_memory and a.type.real:

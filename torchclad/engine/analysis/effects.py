@@ -88,8 +88,39 @@ def call_writes(module: ir.Module, call: ir.Call) -> set:
     """Indices of the arguments of ``call`` whose memory the call may write: the written
     params of a callee defined in ``module``; for any other callee every non-const pointer to
     floating data."""
-    callee = module.functions.get(ir.call_name(call.fn))
+    callee = module.functions.get(ir.function_key(call.fn))
     if callee is None:
         return {i for i, a in enumerate(call.args)
                 if a.type.is_pointer and not a.type.const and a.type.real}
     return written_params(callee)
+
+
+def global_effects(module: ir.Module, fn: ir.Function, _seen: frozenset = frozenset()) -> tuple:
+    """(read, written): uids of the non-const globals of the module that fn reads / writes,
+    itself or through the functions it calls (transitively)."""
+    writable = {g.var.uid for g in module.globals.values() if not g.var.type.const}
+    read, written = set(), set()
+    for s in ir.walk_stmts(fn.body):
+        exprs = list(ir.stmt_exprs(s))
+        if isinstance(s, ir.Assign):
+            r = ir.root_var(s.target)
+            if r is not None and r.uid in writable:
+                written.add(r.uid)
+                if s.op != "=" or not isinstance(s.target, ir.Var):
+                    read.add(r.uid)
+            exprs = [s.value] + list(ir.children(s.target))
+        for e in exprs:
+            for x in ir.walk_expr(e):
+                if isinstance(x, ir.Var) and x.uid in writable:
+                    read.add(x.uid)
+                if isinstance(x, ir.Call) and x.user:
+                    callee = module.functions.get(ir.function_key(x.fn))
+                    if callee is not None and callee.name not in _seen | {fn.name}:
+                        r, w = global_effects(module, callee, _seen | {fn.name})
+                        read |= r
+                        written |= w
+                    for i in call_writes(module, x):
+                        g = ir.root_var(x.args[i]) if i < len(x.args) else None
+                        if g is not None and g.uid in writable:
+                            written.add(g.uid)
+    return frozenset(read), frozenset(written)

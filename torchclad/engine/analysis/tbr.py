@@ -84,6 +84,7 @@ class Facts:
     readonly_mem: set = field(default_factory=set)    # memory keys never written
     address_taken: set = field(default_factory=set)   # var keys whose address is taken
     params: set = field(default_factory=set)          # uids of the function's parameters
+    globals: set = field(default_factory=set)         # uids of the non-const globals used
     write_once: set = field(default_factory=set)      # memory keys promised write-once
 
 
@@ -154,7 +155,10 @@ class _Planner:
         local_ok = {("var", d.var.uid) for _, d in items}
         decisions = {}
         for path, d in reversed(items):   # a recomputed local's inputs become needed
-            if d.var.uid in facts.params and not facts.assigned.get(("var", d.var.uid)):
+            if (d.var.uid in facts.params or d.var.uid in facts.globals) and \
+                    not facts.assigned.get(("var", d.var.uid)) and \
+                    (("mem", d.var.uid) not in facts.scope_of or
+                     ("mem", d.var.uid) in facts.readonly_mem):
                 continue                      # an unchanged parameter is always there
             if ("var", d.var.uid) not in need and ("mem", d.var.uid) not in need:
                 continue

@@ -8,7 +8,33 @@ _PREC = {"||": 4, "&&": 5, "|": 6, "^": 7, "&": 8, "==": 9, "!=": 9, "<": 10, ">
 _ATOM = 16
 
 
+def _is_ref(e) -> bool:
+    return isinstance(e, ir.Var) and e.type.ref
+
+
+def _deref_of_ref(e):
+    """The reference variable `r` that `r[0]` / `*r` reads (the IR holds a reference as the
+    address it binds), else None."""
+    if isinstance(e, ir.Index) and _is_ref(e.base) and isinstance(e.index, ir.Const) and \
+            e.index.text == "0":
+        return e.base
+    if isinstance(e, ir.Unary) and e.op == "*" and _is_ref(e.operand):
+        return e.operand
+    return None
+
+
+def _binds_ref(e) -> bool:
+    """`&x` that binds a reference (spelled `x`)."""
+    return isinstance(e, ir.Unary) and e.op == "&" and e.type.ref
+
+
 def prec(e) -> int:
+    if _deref_of_ref(e) is not None:
+        return _ATOM
+    if _binds_ref(e):
+        return prec(e.operand)
+    if _is_ref(e):
+        return 14
     if isinstance(e, ir.Binary):
         return _PREC.get(e.op, 3)
     if isinstance(e, ir.Cond):
@@ -42,8 +68,13 @@ class Printer:
         return f"({s})" if prec(e) < need else s
 
     def _expr(self, e) -> str:
+        r = _deref_of_ref(e)
+        if r is not None:
+            return r.name
+        if _binds_ref(e):
+            return self._expr(e.operand)
         if isinstance(e, ir.Var):
-            return e.name
+            return "&" + e.name if e.type.ref else e.name
         if isinstance(e, ir.Const):
             return e.text
         if isinstance(e, ir.Index):
@@ -91,6 +122,8 @@ class Printer:
             if s.init_list:
                 items = ", ".join(self.expr(x) for x in s.init_list)
                 text += " = {}" if items == "{}" else f" = {{{items}}}"
+        elif s.init is not None and s.var.type.ref and not _binds_ref(s.init):
+            text += f" = *{self.expr(s.init, 14)}"      # a reference rebuilt from its address
         elif s.init is not None:
             text += f" = {self.expr(s.init)}"
         return text

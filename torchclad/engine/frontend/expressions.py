@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import ctypes
 import re
+from dataclasses import replace
 
 import clang.cindex as ci
 
-from .. import ir
+from .. import ir, names
 from ..errors import DiffError
 from . import fence
 from .parse import binary_op, unary_op
@@ -58,6 +59,8 @@ class Expressions(Scopes):
         if ref is not None and ref.kind == K.TEMPLATE_NON_TYPE_PARAMETER:
             return ir.Const(c.spelling, ir.INT)
         v = self.lookup(c)
+        if v is not None and v.type.ref:
+            return ir.Index(v, ir.Const("0", ir.INT), v.type.element())   # what it binds
         if v is not None:
             return v
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
@@ -89,6 +92,8 @@ class Expressions(Scopes):
     def visit_cxx_null_ptr_literal_expr(self, c) -> ir.Expr:
         return ir.Const("nullptr", ir.Type("void", 1))
 
+    visit_gnu_null_expr = visit_cxx_null_ptr_literal_expr     # NULL
+
     def visit_character_literal(self, c) -> ir.Expr:
         return ir.Const(_tok_text(c), ir.Type("char"))
 
@@ -108,11 +113,36 @@ class Expressions(Scopes):
             self.pre.extend(stmts)
             return stmts[-1].target
         if op == ",":
-            self.err(c, "the comma operator inside an expression is not supported; split "
-                        "it into statements")
+            # (a, b): a runs first, for its effects; the value is b's
+            self.need_effects(c, "the comma operator")
+            self.pre.extend(self.expr_stmt(ch[0]))
+            return self.expr(ch[1])
         l = self.expr(ch[0])
-        r = self.pure(lambda: self.expr(ch[1])) if op in ("&&", "||") else self.expr(ch[1])
+        if op in ("&&", "||"):
+            pre, r = self.effects(lambda: self.expr(ch[1]))
+            if pre:
+                # a && (x = e)  ->  bool t = a; if (t) { x = e; t = x; }    (|| tests !t)
+                self.need_effects(c, f"'{op}' with side effects on its right")
+                t = self.temp(names.COND_TEMP, ir.BOOL)
+                test = t if op == "&&" else ir.Unary("!", t, ir.BOOL)
+                L = self.loc(c)
+                self.pre += [ir.Decl(t, l, (), L),
+                             ir.If(test, ir.Block(tuple(pre) + (ir.Assign("=", t, r, L),)))]
+                return t
+        else:
+            r = self.expr(ch[1])
         return ir.Binary(op, l, r, self.bin_type(op, l, r, c))
+
+    def need_effects(self, c, what: str) -> None:
+        if self.pre is None:
+            self.err(c, f"{what} is not supported here")
+
+    def temp(self, prefix: str, t: ir.Type) -> ir.Var:
+        """A new local of the lowering (`_cond0`, ...)."""
+        self.uid += 1
+        n = self.n_temps.get(prefix, 0)
+        self.n_temps[prefix] = n + 1
+        return ir.Var(names.numbered(prefix, n), t, self.uid)
 
     visit_compound_assignment_operator = visit_binary_operator
 
@@ -160,9 +190,18 @@ class Expressions(Scopes):
     def visit_conditional_operator(self, c) -> ir.Expr:
         kids = list(c.get_children())
         a = self.expr(kids[0])
-        b, d = [self.pure(lambda x=x: self.expr(x)) for x in kids[1:]]
+        (pb, b), (pd, d) = [self.effects(lambda x=x: self.expr(x)) for x in kids[1:]]
         t = b.type if (b.type.real or not d.type.real) else d.type
-        return ir.Cond(a, b, d, t)
+        if not pb and not pd:
+            return ir.Cond(a, b, d, t)
+        # c ? (x = e) : y  ->  T t; if (c) { x = e; t = x; } else { t = y; }
+        self.need_effects(c, "'?:' with side effects in a branch")
+        v = self.temp(names.COND_TEMP, t.value())
+        L = self.loc(c)
+        self.pre += [ir.Decl(v, None, (), L),
+                     ir.If(a, ir.Block(tuple(pb) + (ir.Assign("=", v, b, L),)),
+                           ir.Block(tuple(pd) + (ir.Assign("=", v, d, L),)), L)]
+        return v
 
     def visit_cstyle_cast_expr(self, c) -> ir.Expr:
         kids = [x for x in c.get_children() if x.kind.is_expression()]
@@ -205,6 +244,8 @@ class Expressions(Scopes):
             self.err(c, f"call '{c.spelling}' with no callee expression is not supported")
         callee = kids[0]
         args = tuple(self.expr(a) for a in kids[1:])
+        if self.calls_user_function(c, ""):
+            args = self.bind_reference_args(c, args)
         spelled = "".join(t.spelling for t in callee.get_tokens()) or c.spelling
         if not _CALLEE.match(spelled):        # a macro expansion: name it from the cursor
             spelled = _callee_name(callee) or c.spelling
@@ -212,6 +253,34 @@ class Expressions(Scopes):
         t = self.call_type(c, name, args)
         return ir.Call(spelled, args, ir.Type(t.base, t.ptr, False, (), t.real),
                        self.calls_user_function(c, name))
+
+    def bind_reference_args(self, c, args: tuple) -> tuple:
+        """The arguments of a call to a user function, those given to a reference parameter
+        as the address they bind (`&x`, spelled `x`)."""
+        ref = c.referenced
+        parms = [x for x in ref.get_children() if x.kind == K.PARM_DECL] if ref else []
+        out = list(args)
+        for i, (pd, a) in enumerate(zip(parms, args)):
+            if pd.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+                t = self.type_of(pd.type, None, allow_ref=True)
+                out[i] = self.bind_reference(c, a, t)
+        return tuple(out)
+
+    def bind_reference(self, c, e, t: ir.Type) -> ir.Expr:
+        """A reference of type t bound to e: its address; a temporary (a value that is not
+        a variable or an element) is first kept in a local `_refN`."""
+        if isinstance(e, ir.Index) or (isinstance(e, ir.Var) and not e.type.is_memory):
+            return ir.Unary("&", e, ir.Type(e.type.base, 1, e.type.const, (), e.type.real,
+                                            ref=True))
+        if self.pre is None:
+            self.err(c, "a value passed by reference inside a conditionally evaluated "
+                        "expression (?:, &&, ||) is not supported; compute it into a variable "
+                        "first")
+        self.uid += 1
+        tmp = ir.Var(names.ref_temp(self.n_ref), replace(t.element(), const=False), self.uid)
+        self.n_ref += 1
+        self.pre.append(ir.Decl(tmp, e, (), self.loc(c)))
+        return ir.Unary("&", tmp, replace(t, const=False))
 
     def calls_user_function(self, c, name: str) -> bool:
         """Whether call ``c`` goes to a function defined in this source (not a custom

@@ -22,7 +22,6 @@ UNSUPPORTED = {
     K.MEMBER_REF_EXPR: "struct/class members are not supported; pass arrays and scalars",
     K.CXX_NEW_EXPR: "new is not supported in differentiated code; pass preallocated buffers",
     K.CXX_DELETE_EXPR: "delete is not supported in differentiated code",
-    K.CXX_FOR_RANGE_STMT: "range-based for is not supported; use an index loop",
     K.ASM_STMT: "inline assembly is not supported in differentiated code",
     K.CXX_TYPEID_EXPR: "typeid is not supported in differentiated code",
     K.CXX_THIS_EXPR: "member functions are not supported; write a free function",
@@ -73,7 +72,3 @@ def check(fn_cursor, filename: str) -> None:
                 raise DiffError(loc_of(c, filename),
                                 f"call to member function '{ref.spelling}' is not supported "
                                 "(no classes or virtual calls in differentiated code)")
-        if c.kind == K.PARM_DECL and c.type.kind in (ci.TypeKind.LVALUEREFERENCE,
-                                                     ci.TypeKind.RVALUEREFERENCE):
-            raise DiffError(loc_of(c, filename),
-                            f"reference parameter '{c.spelling}' is not supported; pass a pointer")

@@ -29,8 +29,12 @@ class Lowerer(Statements, Expressions):
             if ch.kind == K.PARM_DECL:
                 if not ch.spelling:
                     self.err(ch, "unnamed parameters are not supported")
-                params.append(self.new_var(ch, ch.spelling, self.type_of(ch.type, ch)))
+                params.append(self.new_var(ch, ch.spelling,
+                                           self.type_of(ch.type, ch, allow_ref=True)))
         ret = self.type_of(c.result_type, None)
+        if ret.ref:
+            self.err(c, f"'{c.spelling}' returns a reference; differentiated functions return "
+                        "a value (write outputs through reference or pointer parameters)")
         if ret.ptr:
             self.err(c, f"'{c.spelling}' returns a pointer; differentiated functions return "
                         "float/double/void (write outputs through pointer parameters)")
@@ -73,7 +77,12 @@ class Lowerer(Statements, Expressions):
         for ch in c.get_children():
             if ch.kind == K.PARM_DECL:
                 params.append(ir.Var(ch.spelling, self.type_of(ch.type), 0))
-        return ir.Function(c.spelling, tuple(params), ir.VOID, ir.Block(), self.template,
+        # named as called: its namespaces inside custom_derivatives (n1::n2::f_pullback)
+        path, p = [c.spelling], c.semantic_parent
+        while p is not None and p.kind == K.NAMESPACE and p.spelling != "custom_derivatives":
+            path.insert(0, p.spelling)
+            p = p.semantic_parent
+        return ir.Function("::".join(path), tuple(params), ir.VOID, ir.Block(), self.template,
                            self.loc(c), True)
 
     def signature(self, c) -> tuple:
@@ -138,7 +147,11 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
         globals_[g.spelling] = ir.Global(v)
     functions, customs, broken, signatures = {}, {}, {}, {}
     for c in fn_cursors + custom_cursors:
-        template = _template_params(c, filename)
+        try:
+            template = _template_params(c, filename)
+        except DiffError as e:       # only a request that reaches c fails
+            broken[c.spelling] = e
+            continue
         lw = Lowerer(filename, template, names)
         lw.globals = {n: g.var for n, g in globals_.items()}
         lw.pragmas = marks

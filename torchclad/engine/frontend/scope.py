@@ -38,6 +38,8 @@ class Scopes:
         self.pre: list | None = None      # side effects pulled out of the expression at hand
         self.pragmas: dict = {}           # line -> pragma text (omp / torchclad)
         self.n_inc = 0
+        self.n_ref = 0                    # temporaries bound to reference parameters
+        self.n_temps: dict = {}           # prefix -> count of the lowering's temporaries
         self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
 
     def visitor(self, c):
@@ -53,10 +55,20 @@ class Scopes:
         raise DiffError(self.loc(c), msg)
 
     # ------------------------------------------------------------------ types
-    def type_of(self, t, c=None) -> ir.Type:
+    def type_of(self, t, c=None, allow_ref: bool = False) -> ir.Type:
         """The IR type of libclang type ``t``; with the declaring cursor ``c``, C++ types the
-        engine does not take (references, pointers to pointers, structs, VLAs) are errors."""
+        engine does not take (pointers to pointers, structs, VLAs; references unless
+        ``allow_ref``: parameters and locals) are errors. A reference `T&` is held as the
+        address it binds (ptr 1, ref)."""
+        ref = t.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE)
+        if ref:
+            if c is not None and not allow_ref:
+                self.err(c, "a reference here is not supported; use a value or a pointer")
+            t = t.get_pointee()
         t, ptr, dims = self.strip_declarators(t, c)
+        if ref and (ptr or dims) and c is not None:
+            self.err(c, "a reference to a pointer or an array is not supported; pass the "
+                        "pointer by value")
         if ptr > 1 and c is not None:
             self.err(c, "pointers to pointers are not supported; pass flat arrays")
         const = t.is_const_qualified()
@@ -66,6 +78,8 @@ class Scopes:
         if canon.kind in (TK.RECORD,) and c is not None:
             self.err(c, f"type '{spelling}' (a struct/class) is not supported; "
                         "use scalars and arrays")
+        if ref:
+            return ir.Type(spelling, 1, const, (), real, ref=True)
         return ir.Type(spelling, ptr, const, tuple(dims), real)
 
     def strip_declarators(self, t, c):
@@ -86,9 +100,6 @@ class Scopes:
                 ptr += 1
                 t = t.element_type
             elif k in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
-                if c is not None:
-                    self.err(c, "references are not supported in differentiated code; "
-                                "use a pointer")
                 t = t.get_pointee()
             elif k == TK.ELABORATED and t.get_named_type().kind in (
                     TK.POINTER, TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
@@ -164,12 +175,5 @@ class Scopes:
         try:
             value = thunk()
             return self.pre, value
-        finally:
-            self.pre = saved
-
-    def pure(self, thunk):
-        saved, self.pre = self.pre, None
-        try:
-            return thunk()
         finally:
             self.pre = saved

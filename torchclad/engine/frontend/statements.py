@@ -10,12 +10,13 @@ from dataclasses import replace
 
 import clang.cindex as ci
 
-from .. import ir
+from .. import ir, names
 from . import fence
 from .parse import binary_op, unary_op
 from .scope import ASSIGN_OPS, TK, K, Scopes
 
 _PLAIN_ASSIGN = ("=", "+=", "-=", "*=", "/=")
+_INIT_LIST = re.compile(r"(const)?std::initializer_list<.*>(&&?)?")
 _INCREMENTS = ("post++", "pre++", "post--", "pre--")
 _CHECKPOINT = re.compile(r"torchclad\s+checkpoint((?:\s+(?:every|state)\s*\(.*?\))*)\s*")
 
@@ -60,6 +61,8 @@ class Statements(Scopes):
             if d.kind == K.VAR_DECL:
                 pre, decl = self.effects(lambda: self.var_decl(d))
                 out.extend(pre + [decl])
+            elif d.kind == K.STATIC_ASSERT:
+                continue                      # checked by the compiler; no code
             else:
                 self.err(d, f"{fence.described(d.kind, 'declaration')} is not supported here")
         return out
@@ -81,26 +84,92 @@ class Statements(Scopes):
         return pre + [ir.Return(value, self.loc(c))]
 
     def visit_if_stmt(self, c) -> list:
-        ch = list(c.get_children())
-        if any(x.kind == K.DECL_STMT or x.kind == K.VAR_DECL for x in ch):
-            self.err(c, "declarations inside an if condition are not supported; declare "
-                        "the variable before the if")
-        pre, cond = self.effects(lambda: self.expr(ch[0]))
-        then = self.as_block(ch[1])
-        other = self.as_block(ch[2]) if len(ch) > 2 else ir.Block()
-        return pre + [ir.If(cond, then, other, self.loc(c))]
+        # if (init; T v = e) then else  ->  { init; T v = e; if (v) then else }
+        self.push()
+        head, cond_c, rest = self.header(c)
+        pre, cond = self.effects(lambda: self.expr(cond_c))
+        then = self.as_block(rest[0])
+        other = self.as_block(rest[1]) if len(rest) > 1 else ir.Block()
+        self.pop()
+        out = head + pre + [ir.If(cond, then, other, self.loc(c))]
+        return [ir.Block(tuple(out), self.loc(c))] if head else out
+
+    def header(self, c) -> tuple:
+        """The parts of an if / switch / while header `(init; T v = e)`: (the statements of
+        its init-statement and condition declaration, the condition cursor, the children
+        after the header). Lowers the declarations into the current scope."""
+        kids = list(c.get_children())
+        close, semis = self.paren_header(c)
+        if close is None:           # tokens of a macro: the condition is the first child
+            head, rest = kids[:1], kids[1:]
+        else:
+            head = [k for k in kids if k.extent.start.offset < close]
+            rest = kids[len(head):]
+        out = []
+        if semis:
+            if head and head[0].extent.start.offset < semis[0]:
+                out += self.stmt(head.pop(0))
+            else:
+                out += self.hidden_init(c, head, close)
+        if head and head[0].kind == K.VAR_DECL:
+            pre, decl = self.effects(lambda: self.var_decl(head.pop(0)))
+            out += pre + [decl]
+        if not head:
+            self.err(c, "could not read this statement's condition")
+        return out, head[-1], rest
+
+    def paren_header(self, c) -> tuple:
+        """(offset of the `)` closing the header of c, offsets of the `;` at its top level);
+        (None, []) when the tokens are not the statement's own (a macro expansion)."""
+        depth, semis = 0, []
+        toks = list(c.get_tokens())
+        if not toks or toks[0].spelling not in ("if", "switch", "while"):
+            return None, []
+        for t in toks:
+            if t.spelling == "(":
+                depth += 1
+            elif t.spelling == ")":
+                depth -= 1
+                if depth == 0:
+                    return t.extent.start.offset, semis
+            elif t.spelling == ";" and depth == 1:
+                semis.append(t.extent.start.offset)
+        return None, []
+
+    def hidden_init(self, c, head, close) -> list:
+        """The init-statement of a `switch (T v = e; v)`, which libclang does not list among
+        the children: the declarations the condition names that lie inside the header."""
+        start = c.extent.start.offset
+        decls = {}
+        for h in head:
+            for x in h.walk_preorder():
+                r = x.referenced if x.kind == K.DECL_REF_EXPR else None
+                if r is not None and r.kind == K.VAR_DECL and \
+                        start < r.extent.start.offset < close:
+                    decls[r.extent.start.offset] = r
+        if not decls:
+            self.err(c, "the init-statement of this switch is not supported; write it as a "
+                        "statement before the switch")
+        out = []
+        for _, d in sorted(decls.items()):
+            pre, decl = self.effects(lambda d=d: self.var_decl(d))
+            out += pre + [decl]
+        return out
 
     # ------------------------------------------------------------------ switch
     def visit_switch_stmt(self, c) -> list:
-        ch = list(c.get_children())
-        pre, cond = self.effects(lambda: self.expr(ch[0]))
-        body = ch[-1]
+        self.push()
+        head, cond_c, rest = self.header(c)
+        pre, cond = self.effects(lambda: self.expr(cond_c))
+        body = rest[-1]
         self.push()
         items = []
         for s in (body.get_children() if body.kind == K.COMPOUND_STMT else [body]):
             items.extend(self.case_items(s))
         self.pop()
-        return pre + [ir.Switch(cond, ir.Block(tuple(items), self.loc(body)), self.loc(c))]
+        self.pop()
+        out = head + pre + [ir.Switch(cond, ir.Block(tuple(items), self.loc(body)), self.loc(c))]
+        return [ir.Block(tuple(out), self.loc(c))] if head else out
 
     def visit_case_stmt(self, c) -> list:
         self.err(c, "case label outside a switch body block is not supported")
@@ -114,32 +183,77 @@ class Statements(Scopes):
         if s.kind == K.DEFAULT_STMT:
             ch = list(s.get_children())
             return [ir.Case(None, self.loc(s))] + self.case_items(ch[-1])
+        if s.kind == K.COMPOUND_STMT and any(x.kind in (K.CASE_STMT, K.DEFAULT_STMT)
+                                             for x in s.walk_preorder()
+                                             if x.kind != K.SWITCH_STMT):
+            # a block holding case labels (`case 1: {... case 2: ...}`): its statements
+            # join the switch's list (names are unique after lowering, so scopes can merge)
+            return [x for k in s.get_children() for x in self.case_items(k)]
         return self.stmt(s)
 
     # ------------------------------------------------------------------ loops
     def visit_while_stmt(self, c) -> list:
-        ch = list(c.get_children())
-        if ch[0].kind in (K.VAR_DECL, K.DECL_STMT):
-            self.err(c, "declarations inside a while condition are not supported")
-        pre, cond = self.effects(lambda: self.expr(ch[0]))
-        return [self.loop_with_effects((), pre, cond, (), self.as_block(ch[1]), self.loc(c))]
+        # while (T v = e) body  ->  for (;;) { T v = e; if (!v) break; body }
+        self.push()
+        head, cond_c, rest = self.header(c)
+        pre, cond = self.effects(lambda: self.expr(cond_c))
+        loop = self.loop_with_effects((), head + pre, cond, (), self.as_block(rest[-1]),
+                                      self.loc(c))
+        self.pop()
+        return [loop]
 
     def visit_do_stmt(self, c) -> list:
         ch = list(c.get_children())
+        body = self.as_block(ch[0])
         pre, cond = self.effects(lambda: self.expr(ch[1]))
-        if pre:
-            self.err(c, "a do-while condition with side effects (++, --) is not "
-                        "supported; update the variable inside the loop body")
-        return [ir.Loop((), cond, (), self.as_block(ch[0]), self.loc(c), do_while=True)]
+        if not pre:
+            return [ir.Loop((), cond, (), body, self.loc(c), do_while=True)]
+        # do body while (--n)  ->  for (;;) { body; --n; if (!n) break; }
+        if _continues(body.stmts):
+            self.err(c, "a do-while whose condition has side effects (++, --) and whose "
+                        "body has 'continue' is not supported; update the variable inside "
+                        "the loop body")
+        L = self.loc(c)
+        test = ir.If(ir.Unary("!", cond, ir.BOOL), ir.Block((ir.Break(L),)))
+        return [ir.Loop((), None, (), ir.Block(body.stmts + tuple(pre) + (test,), body.loc), L)]
+
+    def visit_cxx_for_range_stmt(self, c) -> list:
+        """for (T v : a) body, a a local array of N elements  ->
+        for (int _i0 = 0; _i0 < N; ++_i0) { T v = a[_i0]; body }  (T& v binds a[_i0])"""
+        kids = list(c.get_children())
+        var_c, range_c, body_c = kids[0], kids[1], kids[-1]
+        rng = self.expr(range_c)
+        if not (isinstance(rng, ir.Var) and rng.type.dims):
+            self.err(range_c, "range-based for over this range is not supported; loop over a "
+                              "local array, or write an index loop")
+        L = self.loc(c)
+        self.push()
+        k = self.temp(names.RANGE_INDEX, ir.INT)
+        elem = ir.Index(rng, k, rng.type.element())
+        t = self.type_of(var_c.type, var_c, allow_ref=True)
+        if t.ref:
+            v = self.new_var(var_c, var_c.spelling, replace(t, const=t.const or elem.type.const))
+            head = ir.Decl(v, ir.Unary("&", elem, v.type), (), L)
+        else:
+            head = ir.Decl(self.new_var(var_c, var_c.spelling, t), elem, (), L)
+        body = self.as_block(body_c)
+        self.pop()
+        return [ir.Loop((ir.Decl(k, ir.Const("0", ir.INT), (), L),),
+                        ir.Binary("<", k, ir.Const(rng.type.dims[0], ir.INT), ir.BOOL),
+                        (ir.Assign("+=", k, ir.Const("1", ir.INT), L),),
+                        ir.Block((head,) + body.stmts, body.loc), L)]
 
     def visit_for_stmt(self, c) -> list:
         parts = self.for_clauses(c)
         self.push()
         init = self.stmt(parts["init"]) if parts["init"] is not None else []
-        if parts["cond"] is not None and parts["cond"].kind in (K.VAR_DECL, K.DECL_STMT):
-            self.err(parts["cond"], "declarations inside a for condition are not supported")
-        pre, cond = self.effects(lambda: self.expr(parts["cond"])) \
+        pre = []
+        if parts["cond_decl"] is not None:    # for (...; T v = e; ...)
+            dpre, decl = self.effects(lambda: self.var_decl(parts["cond_decl"]))
+            pre += dpre + [decl]
+        cpre, cond = self.effects(lambda: self.expr(parts["cond"])) \
             if parts["cond"] is not None else ([], None)
+        pre += cpre
         inc = []
         if parts["inc"] is not None:
             ipre, inc = self.effects(lambda: self.expr_stmt(parts["inc"]))
@@ -150,8 +264,9 @@ class Statements(Scopes):
         return [self.with_pragma(c, loop)]
 
     def for_clauses(self, c) -> dict:
-        """``{"init", "cond", "inc"}`` -> the cursor of that clause, None when empty."""
-        parts = {"init": None, "cond": None, "inc": None}
+        """``{"init", "cond_decl", "cond", "inc"}`` -> the cursor of that clause, None when
+        empty."""
+        parts = {"init": None, "cond_decl": None, "cond": None, "inc": None}
         # libclang omits empty for-clauses; place each child by the ';' it precedes.
         depth, semis, close = 0, [], None
         for t in c.get_tokens():
@@ -170,6 +285,8 @@ class Statements(Scopes):
         for ch in list(c.get_children())[:-1]:
             off = ch.extent.start.offset
             slot = "init" if off < semis[0] else ("cond" if off < semis[1] else "inc")
+            if slot == "cond" and ch.kind == K.VAR_DECL:
+                slot = "cond_decl"            # for (; T v = e; ): v, then the test of v
             parts[slot] = ch
         return parts
 
@@ -219,7 +336,11 @@ class Statements(Scopes):
 
     # ------------------------------------------------------------------ declarations
     def var_decl(self, d) -> ir.Decl:
-        typ = self.type_of(d.type, d)
+        if _INIT_LIST.match(re.sub(r"\s+", "", d.type.get_canonical().spelling)):
+            return self.initializer_list(d)
+        typ = self.type_of(d.type, d, allow_ref=True)
+        if typ.ref:
+            return self.reference_decl(d, typ)
         static = d.storage_class == ci.StorageClass.STATIC
         if static and not typ.const:
             self.err(d, f"static local '{d.spelling}' keeps state between calls; only "
@@ -237,6 +358,35 @@ class Statements(Scopes):
                 init = ir.Const("0", typ)
         v = self.new_var(d, d.spelling, typ)
         return ir.Decl(v, init, init_list, self.loc(d), static)
+
+    def initializer_list(self, d) -> ir.Decl:
+        """`auto&& r = {a, b, c}` (a std::initializer_list): a const local array."""
+        lists = [x for x in d.walk_preorder() if x.kind == K.INIT_LIST_EXPR]
+        if not lists or lists[0].type.kind != TK.CONSTANTARRAY:
+            self.err(d, f"std::initializer_list '{d.spelling}' is only supported initialised "
+                        "with a braced list; use a local array")
+        t = self.type_of(lists[0].type.element_type, d)
+        items = tuple(self.expr(x) for x in lists[0].get_children())
+        v = self.new_var(d, d.spelling, ir.Type(t.base, 0, True, (str(len(items)),), t.real))
+        return ir.Decl(v, None, items, self.loc(d))
+
+    def reference_decl(self, d, typ: ir.Type) -> ir.Decl:
+        """`T& r = x`: r holds the address of x (every use of r reads or writes x). A const
+        reference to a value that is no variable or element (`const T& r = a * b`) is that
+        value: a const local."""
+        kids = [x for x in d.get_children() if x.kind.is_expression()]
+        if not kids:
+            self.err(d, f"reference '{d.spelling}' has no initializer")
+        e = self.expr(kids[-1])
+        if d.storage_class == ci.StorageClass.STATIC:
+            self.err(d, f"static reference '{d.spelling}' is not supported")
+        if isinstance(e, ir.Index) or (isinstance(e, ir.Var) and not e.type.is_memory):
+            init = ir.Unary("&", e, ir.Type(e.type.base, 1, typ.const or e.type.const, (),
+                                            e.type.real, ref=True))
+            v = self.new_var(d, d.spelling, replace(typ, const=init.type.const))
+            return ir.Decl(v, init, (), self.loc(d))
+        v = self.new_var(d, d.spelling, replace(typ.element(), const=True))
+        return ir.Decl(v, e, (), self.loc(d))
 
     # ------------------------------------------------------------------ expression statements
     def expr_stmt(self, c) -> list:
@@ -281,3 +431,16 @@ class Statements(Scopes):
             return ir.Index(e.operand, ir.Const("0", ir.INT), e.type)
         return e
 
+
+def _continues(stmts) -> bool:
+    """Whether a `continue` among stmts (not in a nested loop) targets their loop."""
+    for s in stmts:
+        if isinstance(s, ir.Continue):
+            return True
+        if isinstance(s, ir.Block) and _continues(s.stmts):
+            return True
+        if isinstance(s, ir.If) and (_continues(s.then.stmts) or _continues(s.other.stmts)):
+            return True
+        if isinstance(s, ir.Switch) and _continues(s.body.stmts):
+            return True
+    return False

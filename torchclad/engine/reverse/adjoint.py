@@ -35,7 +35,11 @@ def div(a, b):
 
 
 def _index(ptr, i, t):
-    """ptr[i], folding (a + off)[i] into a[off + i] so adjoint accesses read plainly."""
+    """ptr[i], folding (a + off)[i] into a[off + i] and (&v)[0] into v so adjoint accesses
+    read plainly."""
+    if isinstance(ptr, ir.Unary) and ptr.op == "&" and isinstance(i, ir.Const) and \
+            i.text == "0" and not ptr.operand.type.is_memory:
+        return ptr.operand
     if isinstance(ptr, ir.Binary) and ptr.op == "+" and ptr.lhs.type.is_pointer and \
             not ptr.rhs.type.is_pointer:
         off = ptr.rhs
@@ -85,7 +89,7 @@ class AdjointRules:
         if r.type.is_memory:
             t = ir.Type(r.type.base, 1, False, (), True)
             return ir.Var(self.adj_names[r.uid], t, 0), r
-        if r.uid in self.params:       # address of a scalar parameter
+        if r.uid in self.params and r.uid not in self.local_param_adj:   # a scalar parameter
             a = self.adj_var(r)
             return a.operand, ir.Unary("&", r, r.type.pointer_to())
         a = self.adj_var(r)
@@ -96,7 +100,7 @@ class AdjointRules:
         t = ir.Type(e.type.base, 1, False, (), True)
         if isinstance(e, ir.Var):
             r = self.al.roots.get(e.uid, e)
-            if r.uid == e.uid:
+            if r.uid == e.uid or not r.type.is_memory:     # a pointer to a scalar: at it
                 return self.adj_root(r)[0]
             adj, base = self.adj_root(r)
             return ir.Binary("+", adj, ir.Binary("-", e, base, ir.Type("ptrdiff_t")), t)
@@ -107,7 +111,11 @@ class AdjointRules:
         if isinstance(e, ir.Unary) and e.op == "&":
             x = e.operand
             if isinstance(x, ir.Index):
-                return ir.Unary("&", ir.Index(self.adj_ptr(x.base), x.index, x.type), t)
+                base = self.adj_ptr(x.base)
+                if isinstance(base, ir.Unary) and base.op == "&" and \
+                        isinstance(x.index, ir.Const) and x.index.text == "0":
+                    return base                      # &(&v)[0] is &v
+                return ir.Unary("&", ir.Index(base, x.index, x.type), t)
             if isinstance(x, ir.Var):
                 a = self.adj_var(x)
                 return a.operand if isinstance(a, ir.Unary) else ir.Unary("&", a, t)

@@ -87,6 +87,9 @@ class Assembler:
             r = self.rv.al.root_of(call.args[i])
             if r is None:
                 continue
+            if not r.type.is_memory:     # a scalar passed by reference or address
+                out.append(r)
+                continue
             if not r.type.is_array:
                 raise DiffError(getattr(s, "loc", None),
                                 f"'{name}' overwrites array '{r.name}' whose old values the "
@@ -99,7 +102,8 @@ class Assembler:
         if not self.rec.must_record(p):
             return []
         if not isinstance(s, ir.Assign):
-            return [ir.TapeArray(r, ir.element_count(r.type), True)
+            return [ir.TapeArray(r, ir.element_count(r.type), True) if r.type.is_memory
+                    else ir.Assign("=", r, self.popped_value(r), s.loc)
                     for r in self._call_saves(s, p)]
         inv = inverse(s)
         if inv is not None:
@@ -112,7 +116,8 @@ class Assembler:
         if not self.rec.must_record(p):
             return []
         if not isinstance(s, ir.Assign):
-            return [ir.TapeArray(r, ir.element_count(r.type), False)
+            return [ir.TapeArray(r, ir.element_count(r.type), False) if r.type.is_memory
+                    else self.push_value(r, s.loc)
                     for r in reversed(self._call_saves(s, p))]
         if inverse(s) is not None:
             return []
@@ -341,7 +346,9 @@ class Assembler:
         out, rebuilt = [], []
         for d in reversed(plan.saved):
             v = d.var
-            if v.uid in self.rv.facts.params:
+            if v.uid in self.rv.facts.globals and v.type.is_array:
+                out.append(ir.TapeArray(v, ir.element_count(v.type), True))
+            elif v.uid in self.rv.facts.params or v.uid in self.rv.facts.globals:
                 out.append(ir.Assign("=", v, ir.TapePop(v.type.value())))
             elif v.type.is_array:
                 out.append(ir.Decl(replace(v, type=replace(v.type, const=False))))
@@ -378,7 +385,7 @@ class Assembler:
             out = [ir.Decl(l, ir.Cast(ZERO, l.type, "fn")) for l, _ in locals_] + out + \
                 [ir.Assign("+=", ir.Unary("*", ir.Var(self.rv.adj_names[p.uid],
                                                       l.type.pointer_to(), 0), l.type), l)
-                 for l, p in locals_]
+                 for l, p in locals_ if p.uid in self.rv.adjoint_params]
         self.rev_cache[key] = out
         return out
 

@@ -10,47 +10,23 @@ Three steps, as the driver calls them:
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from .. import ir, names
 from ..analysis.activity import reads_of
-from ..analysis.effects import call_writes, memory_params
+from ..analysis.effects import call_writes, global_effects, memory_params
 from ..analysis.tbr import Facts
 from ..errors import DiffError
 from ..rules import math as rules
 from . import checkpoint
 from .adjoint import ZERO, AdjointRules, Names, neg
+from .calls import TAPE, Callee, Parts, call_parts, template_args  # noqa: F401 (re-exported)
 from .loops import canonical
 
 ULONG = ir.Type("unsigned long")
-#: the tape every generated forward records on and every sweep reads back
-TAPE = ir.Var(names.TAPE, ir.Type("torchclad::Tape"), 0)
-
-
-@dataclass(frozen=True)
-class Parts:
-    """Adjoint code of one statement: pre runs before the restore of the overwritten value,
-    post after it."""
-    pre: tuple = ()
-    post: tuple = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.pre and not self.post
-
-
-@dataclass(frozen=True)
-class Callee:
-    forw: str            # name of the callee's augmented forward
-    sweep: str           # name of its reverse sweep
-    custom: str = ""     # clad::custom_derivatives pullback name, if one is used
-    custom_all_params: bool = True
 
 
 class Reverse:
     def __init__(self, module: ir.Module, fn: ir.Function, activity, adj_names: dict,
-                 request_callee, options):
+                 request_callee, options, adjoint_params: frozenset = frozenset()):
         self.module = module
         self.fn = fn
         self.act = activity
@@ -68,9 +44,12 @@ class Reverse:
         self.facts = Facts()
         self.seed = ir.Var(names.RESULT_ADJOINT, ir.Type(fn.ret.base, 0, False, (), True), 0)
         # an active scalar parameter that the body overwrites gets a local adjoint, added to
-        # the caller's *_d_x at the end, so the caller's buffer still only accumulates
-        assigned = {s.target.uid for s in ir.walk_stmts(fn.body)
-                    if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var)}
+        # the caller's *_d_x at the end (when the caller passes one: `adjoint_params`, uids of
+        # the parameters with an adjoint buffer), so that buffer still only accumulates
+        self.adjoint_params = adjoint_params
+        # the non-const globals fn or its callees read / write (tracked like top-scope locals)
+        self.global_reads, self.global_writes = global_effects(module, fn)
+        assigned = overwritten(fn, self.al, module)
         self.local_param_adj = {}
         for p in fn.params:
             if p.uid in assigned and p.type.is_real_scalar and activity.var_active(p):
@@ -89,6 +68,12 @@ class Reverse:
             f.scope_of[("var", p.uid)] = ()
             if p.type.is_memory:
                 f.scope_of[("mem", p.uid)] = ()
+        for u in sorted(self.global_reads | self.global_writes, reverse=True):
+            g = self.al.vars.get(u)        # a global: a local of the top scope too
+            if g is not None:
+                f.globals.add(u)
+                f.decls.append(((-1,), (), ir.Decl(g)))
+                f.scope_of[self.al.mem_key(g)] = ()
         for st in ir.walk_stmts(self.fn.body):
             for e in ir.stmt_exprs(st):
                 for x in ir.walk_expr(e):
@@ -203,7 +188,7 @@ class Reverse:
         if call is not None and self.calls.get(p, (None, None))[1] is not None:
             # the callee's reverse sweep reads the arrays its primal reads, as they were at
             # the call
-            callee = self.module.functions.get(ir.call_name(call.fn))
+            callee = self.module.functions.get(ir.function_key(call.fn))
             read = memory_params(callee)[0] if callee is not None else \
                 set(range(len(call.args)))
             for i in read:
@@ -211,6 +196,19 @@ class Reverse:
                 r = self.al.root_of(a) if a.type.is_memory else None
                 if r is not None and r.uid > 0:
                     f.uses.append((p, self.al.mem_key(r)))
+        if call is not None and call.user:
+            # the globals the callee reads (its sweep may too) and writes
+            callee = self.module.functions.get(ir.function_key(call.fn))
+            gread, gwritten = global_effects(self.module, callee) if callee else ((), ())
+            for u in sorted(set(gread) | set(gwritten)):
+                if u in self.al.vars:
+                    f.uses.append((p, self.al.mem_key(self.al.vars[u])))
+            for u in sorted(gwritten):
+                if u in self.al.vars:
+                    key = self.al.mem_key(self.al.vars[u])
+                    (f.assigned.setdefault(key, []).append(p) if key[0] == "var"
+                     else mem_written.add(key))
+                    f.writes.append((p, key, frozenset({("call",)})))
         if call is not None:
             written = call_writes(self.module, call)
             for i in written:
@@ -266,15 +264,15 @@ class Reverse:
         for x in ir.walk_expr(e):
             if id(x) in addressed and isinstance(x, (ir.Index, ir.Unary)):
                 continue
-            if isinstance(x, ir.Var) and x.uid > 0:
+            if isinstance(x, ir.Var) and (x.uid > 0 or x.uid in self.facts.globals):
                 out.add(("var", x.uid))
             elif isinstance(x, ir.Index) or (isinstance(x, ir.Unary) and x.op == "*"):
                 base = x.base if isinstance(x, ir.Index) else x.operand
                 r = ir.root_var(base)
-                if r is not None and r.uid > 0:
+                if r is not None and (r.uid > 0 or r.uid in self.facts.globals):
                     out.add(self.al.mem_key(self.al.roots.get(r.uid, r)))
             elif isinstance(x, ir.Call) and x.user:
-                callee = self.module.functions.get(ir.call_name(x.fn))
+                callee = self.module.functions.get(ir.function_key(x.fn))
                 read = memory_params(callee)[0] if callee is not None else \
                     set(range(len(x.args)))
                 for i, a in enumerate(x.args):
@@ -307,12 +305,12 @@ class Reverse:
             e = s.value
         elif isinstance(s, ir.ExprStmt):
             e = s.expr
-        if isinstance(e, ir.Call) and (e.user or self._custom_name(e)):
+        if isinstance(e, ir.Call) and (e.user or self.custom_name(e)):
             return e
         return None
 
-    def _custom_name(self, call) -> str:
-        name = names.pullback(ir.call_name(call.fn).split("::")[-1])
+    def custom_name(self, call) -> str:
+        name = names.pullback(ir.function_key(call.fn))
         return name if name in self.module.customs else ""
 
     def _parts(self, s, p) -> Parts:
@@ -320,7 +318,7 @@ class Reverse:
         self.rules.loc = getattr(s, "loc", self.fn.loc)
         call = self.user_call(s)
         if call is not None:
-            return self._call_parts(s, p, call)
+            return call_parts(self, s, p, call)
         if isinstance(s, ir.Decl):
             if not s.var.type.real or s.var.type.is_pointer:
                 return Parts()
@@ -364,8 +362,8 @@ class Reverse:
                 return Parts(pre, tuple(post))
             raise DiffError(s.loc, f"operator {s.op} on a floating value is not supported")
         if isinstance(s, ir.Return):
-            if s.value is None or self.fn.ret.base == "void":
-                return Parts()
+            if s.value is None or not self.fn.ret.real or self.fn.ret.is_pointer:
+                return Parts()        # no seed: an integer result cuts the derivative
             post = []
             R.backprop(s.value, self.seed, post)
             return Parts((), tuple(post))
@@ -394,106 +392,36 @@ class Reverse:
             return tuple(post)
         return (ir.If(ir.Binary("!=", snap, ZERO, ir.BOOL), ir.Block(tuple(post))),)
 
-    def _call_parts(self, s, p, call) -> Parts:
-        R = self.rules
-        name = ir.call_name(call.fn)
-        callee_fn = self.module.functions.get(name)
-        custom = self._custom_name(call)
-        if callee_fn is None and not custom:
-            if name in self.module.broken:
-                raise self.module.broken[name]
-            raise DiffError(s.loc, f"no definition or custom derivative for '{name}'")
-        n = len(call.args)
-        mask = []
-        for i, a in enumerate(call.args):
-            if a.type.is_memory:
-                r = self.al.root_of(a)
-                if r is None and a.type.real and not ir.is_null(a):
-                    raise DiffError(s.loc, f"cannot tell which array argument {i + 1} of "
-                                           f"'{name}' points into; pass a parameter or local "
-                                           "array plus an offset")
-                act = a.type.real and r is not None and self.act.is_active(self.al.mem_key(r))
-            else:
-                act = self.act.expr_active(a)
-            if act:
-                mask.append(i)
-        target = s.var if isinstance(s, ir.Decl) else (s.target if isinstance(s, ir.Assign)
-                                                        else None)
-        tgt_active = target is not None and R.target_active(target)
-        if not mask and not tgt_active:
-            self.calls[p] = (call, None, ())
-            return Parts()
-        info = self.request_callee(name, tuple(mask), s.loc, bool(custom))
-        self.calls[p] = (call, info, tuple(mask))
-        pre: list = []
-        post: list = []
-        ret_real = call.type.real and not call.type.is_pointer
-        if callee_fn is not None:
-            ret_real = callee_fn.ret.real and not callee_fn.ret.is_pointer
-        d = ir.Cast(ZERO, call.type.value(), "fn") if ret_real else None
-        if tgt_active:
-            adj = R.adj_lvalue(target) if not isinstance(s, ir.Decl) else R.adj_var(s.var)
-            snap = self.snip_names.fresh(names.ADJOINT_TEMP_PREFIX, adj.type)
-            pre = [ir.Decl(snap, adj), ir.Assign("=", adj, ZERO)]
-            d = snap
-        params = callee_fn.params if callee_fn is not None else \
-            self.module.customs[custom].params[:n]
-        adj_args, scalars = self._adjoint_args(call, callee_fn, params, mask, info, post)
-        targs = template_args(call.fn)
-        if info.custom:
-            args = call.args + ((d,) if ret_real else ()) + tuple(adj_args)
-            fn_text = "clad::custom_derivatives::" + info.custom + targs
-        else:
-            args = call.args + ((d,) if ret_real else ()) + tuple(adj_args) + (TAPE,)
-            fn_text = info.sweep + targs
-        post.append(ir.ExprStmt(ir.Call(fn_text, tuple(args), ir.VOID, False)))
-        for i, tmp in scalars.items():
-            R.backprop(call.args[i], tmp, post)
-        return Parts(tuple(pre), tuple(post))
-
-    def _adjoint_args(self, call, callee_fn, params, mask, info, post: list) -> tuple:
-        """The adjoint arguments of a call's sweep (or custom pullback), and the temporaries
-        (argument index -> local) that receive the adjoints of its active scalar arguments
-        (their declarations are appended to post)."""
-        R = self.rules
-        scalars = {}
-        adj_args = []
-        for i, a in enumerate(call.args):
-            pt = params[i].type if i < len(params) else a.type
-            real_param = pt.real
-            if i in mask:
-                if a.type.is_memory:
-                    adj_args.append(R.adj_ptr(a))
-                else:
-                    base = pt.base
-                    if callee_fn is not None and base in callee_fn.template:
-                        base = a.type.base if a.type.real else "double"
-                    tmp = self.snip_names.fresh(names.CALL_ADJOINT_PREFIX, ir.Type(base, 0, False, (), True))
-                    post.append(ir.Decl(tmp, ir.Cast(ZERO, tmp.type, "fn")))
-                    scalars[i] = tmp
-                    adj_args.append(ir.Unary("&", tmp, tmp.type.pointer_to()))
-            elif info.custom and (info.custom_all_params or real_param):
-                # a typed null, so a template custom pullback still deduces its T
-                # the argument's own type, spelled in the caller (a template caller's T)
-                base = a.type.base if (a.type.real or a.type.is_memory) else pt.base
-                if base == "void":          # a bare nullptr: the type of the real arrays
-                    base = next((x.type.base for x in call.args
-                                 if x.type.real and x.type.is_memory), "double")
-                nt = ir.Type(base, 1, False, (), a.type.real or base != pt.base)
-                adj_args.append(ir.Cast(ir.Const("nullptr", nt), nt, "c"))
-        return adj_args, scalars
+def overwritten(fn: ir.Function, al, module: ir.Module) -> set:
+    """uids of the variables fn writes: assigned, written through a pointer or a reference
+    to them, or by a call given their address."""
+    out = set()
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Assign):
+            r = al.root_of(s.target) if not isinstance(s.target, ir.Var) else s.target
+            if r is not None:
+                out.add(r.uid)
+        for e in ir.stmt_exprs(s):
+            for x in ir.walk_expr(e):
+                if isinstance(x, ir.Call) and x.user:
+                    for i in call_writes(module, x):
+                        r = al.root_of(x.args[i]) if i < len(x.args) else None
+                        if r is not None:
+                            out.add(r.uid)
+    return out
 
 
 def inverse(s: ir.Assign) -> "ir.Assign | None":
-    """`i += c` / `i -= c` on an integer with c constant: restored by the inverse op."""
-    if s.op in ("+=", "-=") and isinstance(s.target, ir.Var) and \
-            (s.target.type.is_pointer or not s.target.type.real) and \
-            not s.target.type.is_array and isinstance(s.value, ir.Const):
-        return ir.Assign("-=" if s.op == "+=" else "+=", s.target, s.value, s.loc)
+    """`i += c` / `i -= c` (or `i = i + c`) on an integer or a pointer with c constant:
+    restored by the inverse op."""
+    t = s.target
+    if not (isinstance(t, ir.Var) and (t.type.is_pointer or not t.type.real) and
+            not t.type.is_array):
+        return None
+    op, step = s.op, s.value
+    if op == "=" and isinstance(step, ir.Binary) and step.op in ("+", "-") and \
+            isinstance(step.lhs, ir.Var) and step.lhs.uid == t.uid:
+        op, step = step.op + "=", step.rhs
+    if op in ("+=", "-=") and isinstance(step, ir.Const):
+        return ir.Assign("-=" if op == "+=" else "+=", t, step, s.loc)
     return None
-
-
-def template_args(spelled: str) -> str:
-    """`<T>` of a callee spelled `f<T>` (kept on the generated calls), else ''."""
-    m = re.search(r"(<.*>)\s*$", spelled)
-    return m.group(1) if m else ""
