@@ -92,7 +92,7 @@ class CorpusFailure(AssertionError):
 # ---- the kernel's signature, read with libclang -------------------------------------------------------
 
 _DTYPES = {
-    "double": np.float64, "float": np.float32,
+    "double": np.float64, "float": np.float32, "long double": np.longdouble,
     "int": np.int32, "long": np.int64, "long long": np.int64,
     "unsigned int": np.uint32, "unsigned long": np.uint64, "unsigned long long": np.uint64,
     "short": np.int16, "unsigned short": np.uint16, "bool": np.bool_,

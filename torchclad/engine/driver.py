@@ -62,6 +62,11 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
     def function(self, name: str) -> ir.Function:
+        if "::" in name and name not in self.module.functions:     # a member function Cls::m
+            cls, _, m = name.rpartition("::")
+            if names.method(cls, m) in self.module.functions or \
+                    names.method(cls, m) in self.module.broken:
+                name = names.method(cls, m)
         fn = self.module.functions.get(name)
         if fn is None and name in self.module.broken:
             raise self.module.broken[name]

@@ -116,6 +116,18 @@ CALL_ADJOINT_PREFIX = "_r"
 #: offsets of pointers into local arrays, kept instead of the pointer: _off0, ...
 OFFSET_PREFIX = "_off"
 
+# ------------------------------------------------------------ member functions
+#: the object a member function is called on, its first parameter in the IR and in the
+#: generated (free) functions: _this
+THIS = "_this"
+
+
+def method(cls: str, name: str) -> str:
+    """The name a member function `cls::name` goes by in the engine and the base of its
+    generated functions: `cls_name`."""
+    return f"{cls.replace('::', '_')}_{name}"
+
+
 # ------------------------------------------------------------ locals of the lowering
 #: a temporary a reference parameter binds (`g(x * 2)` for `g(const double&)`): _ref0, ...
 REF_TEMP = "_ref"

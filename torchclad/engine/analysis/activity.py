@@ -110,7 +110,7 @@ def reads_of(e, al: Aliases) -> set:
     for x in _differentiable_nodes(e):
         if isinstance(x, ir.Var) and x.type.real and not x.type.is_memory:
             out.add(("var", x.uid))
-        elif isinstance(x, (ir.Index,)) and x.type.real:
+        elif isinstance(x, (ir.Index, ir.Member)) and x.type.real:
             r = al.root_of(x.base)
             if r is not None:
                 out.add(al.mem_key(r))

@@ -40,8 +40,9 @@ def memory_params(fn: ir.Function) -> tuple:
             exprs = [s.value] + list(ir.children(s.target))
         for e in exprs:
             for x in ir.walk_expr(e):
-                if isinstance(x, ir.Index) or (isinstance(x, ir.Unary) and x.op == "*"):
-                    i = param_of(x.base if isinstance(x, ir.Index) else x.operand)
+                if isinstance(x, (ir.Index, ir.Member)) or \
+                        (isinstance(x, ir.Unary) and x.op == "*"):
+                    i = param_of(x.base if isinstance(x, (ir.Index, ir.Member)) else x.operand)
                     if i is not None:
                         read.add(i)
                 if isinstance(x, ir.Call) and x.user:

@@ -79,6 +79,14 @@ class Printer:
             return e.text
         if isinstance(e, ir.Index):
             return f"{self.expr(e.base, _ATOM)}[{self.expr(e.index)}]"
+        if isinstance(e, ir.Member):
+            b = e.base
+            if isinstance(b, ir.Unary) and b.op == "*" and _deref_of_ref(b) is None:
+                return f"{self.expr(b.operand, _ATOM)}->{e.name}"
+            if isinstance(b, ir.Index) and isinstance(b.index, ir.Const) and \
+                    b.index.text == "0" and _deref_of_ref(b) is None and b.base.type.ptr:
+                return f"{self.expr(b.base, _ATOM)}->{e.name}"
+            return f"{self.expr(b, _ATOM)}.{e.name}"
         if isinstance(e, ir.Unary):
             inner = self.expr(e.operand, 14)
             if e.op in ("-", "+") and inner.startswith(e.op):
@@ -92,6 +100,11 @@ class Printer:
             need_l = p + 1 if e.op == "||" and _is_op(e.lhs, "&&") else p
             need_r = p + 2 if e.op == "||" and _is_op(e.rhs, "&&") else p + 1
             return f"{self.expr(e.lhs, need_l)} {e.op} {self.expr(e.rhs, need_r)}"
+        if isinstance(e, ir.Call) and e.method:          # obj.m(args) / p->m(args)
+            obj, rest = e.args[0], ", ".join(self.expr(a) for a in e.args[1:])
+            if isinstance(obj, ir.Unary) and obj.op == "&":
+                return f"{self.expr(obj.operand, _ATOM)}.{e.method}({rest})"
+            return f"{self.expr(obj, _ATOM)}->{e.method}({rest})"
         if isinstance(e, ir.Call):
             return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
         if isinstance(e, ir.Cond):
@@ -118,6 +131,8 @@ class Printer:
 
     def _decl(self, s: ir.Decl) -> str:
         text = ("static " if s.static else "") + self.type(s.var.type, s.var.name)
+        if s.var.type.is_object and s.init is None:
+            return text + "{}"                 # value-initialised (its constructor runs)
         if s.var.type.dims:
             if s.init_list:
                 items = ", ".join(self.expr(x) for x in s.init_list)

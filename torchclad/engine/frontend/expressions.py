@@ -59,8 +59,14 @@ class Expressions(Scopes):
         if ref is not None and ref.kind == K.TEMPLATE_NON_TYPE_PARAMETER:
             return ir.Const(c.spelling, ir.INT)
         v = self.lookup(c)
+        if v is not None and self.nondiff(ref):
+            if v.type.is_memory or v.type.ref:
+                self.nondiff_vars.add(v.uid)      # what is read through it is constant
+            else:
+                return self.detached(v)
         if v is not None and v.type.ref:
-            return ir.Index(v, ir.Const("0", ir.INT), v.type.element())   # what it binds
+            e = ir.Index(v, ir.Const("0", ir.INT), v.type.element())   # what it binds
+            return self.detached(e) if v.uid in self.nondiff_vars else e
         if v is not None:
             return v
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
@@ -154,8 +160,11 @@ class Expressions(Scopes):
         if op == "*":
             if not e.type.is_memory:
                 self.err(c, "dereference of a non-pointer")
-            return ir.Unary("*", e, e.type.element())
+            d = ir.Unary("*", e, e.type.element())
+            r = ir.root_var(e)
+            return self.detached(d) if r is not None and r.uid in self.nondiff_vars else d
         if op == "&":
+            e = self.undetached(e)
             return ir.Unary("&", e, e.type.pointer_to() if not e.type.dims else e.type)
         if op == "!":
             return ir.Unary("!", e, ir.BOOL)
@@ -185,7 +194,9 @@ class Expressions(Scopes):
             b, i = i, b
         if not b.type.is_memory:
             self.err(c, "subscript of a non-array")
-        return ir.Index(b, i, b.type.element())
+        e = ir.Index(b, i, b.type.element())
+        r = ir.root_var(b)
+        return self.detached(e) if r is not None and r.uid in self.nondiff_vars else e
 
     def visit_conditional_operator(self, c) -> ir.Expr:
         kids = list(c.get_children())
@@ -243,6 +254,10 @@ class Expressions(Scopes):
             # implicit construction (e.g. T() in a template): value-initialised
             self.err(c, f"call '{c.spelling}' with no callee expression is not supported")
         callee = kids[0]
+        ref = c.referenced
+        if ref is not None and ref.kind == K.CXX_METHOD and not ref.is_static_method() and \
+                ref.spelling != "operator=":
+            return self.method_call(c, ref, callee, kids[1:])
         args = tuple(self.expr(a) for a in kids[1:])
         if self.calls_user_function(c, ""):
             args = self.bind_reference_args(c, args)
@@ -251,8 +266,36 @@ class Expressions(Scopes):
             spelled = _callee_name(callee) or c.spelling
         name = ir.call_name(spelled)
         t = self.call_type(c, name, args)
-        return ir.Call(spelled, args, ir.Type(t.base, t.ptr, False, (), t.real),
-                       self.calls_user_function(c, name))
+        rt = ir.Type(t.base, t.ptr, False, (), t.real)
+        if self.nondiff(ref):                # not differentiated: a constant
+            return self.detached(ir.Call(spelled, args, rt, False))
+        return ir.Call(spelled, args, rt, self.calls_user_function(c, name))
+
+    def method_call(self, c, ref, callee, arg_cursors) -> ir.Expr:
+        """`obj.m(a)` / `p->m(a)` / `m(a)` in a member function: a call of the engine's
+        function `Cls_m` whose first argument points at the object."""
+        objs = [x for x in callee.walk_preorder() if x.kind == K.MEMBER_REF_EXPR]
+        base_c = [x for x in objs[0].get_children() if x.kind.is_expression()] if objs else []
+        if base_c:
+            obj = self.expr(base_c[0])
+            ptr = obj if obj.type.ptr and not obj.type.ref else \
+                ir.Unary("&", obj, obj.type.pointer_to())
+        elif self.this_obj is not None:
+            ptr = self.this_obj.operand
+        else:
+            self.err(c, f"call to member function '{ref.spelling}' without its object")
+        args = self.bind_reference_args(c, tuple(self.expr(a) for a in arg_cursors))
+        cls = ref.semantic_parent.spelling
+        t = self.call_type(c, "", args)
+        call = ir.Call(names.method(cls, ref.spelling), (ptr,) + args,
+                       ir.Type(t.base, t.ptr, False, (), t.real), not self.nondiff(ref),
+                       ref.spelling)
+        return self.detached(call) if self.nondiff(ref) else call
+
+    def visit_cxx_this_expr(self, c) -> ir.Expr:
+        if self.this_obj is None:
+            self.err(c, "'this' outside a member function")
+        return self.this_obj.operand
 
     def bind_reference_args(self, c, args: tuple) -> tuple:
         """The arguments of a call to a user function, those given to a reference parameter
@@ -381,7 +424,7 @@ def _eval_lib():
 
 
 # ---------------------------------------------------------------------- names of callees
-_CALLEE = re.compile(r"^(::)?[A-Za-z_][\w:]*(<[\w\s:,*&<>]*>)?$")
+_CALLEE = re.compile(r"^(::)?[A-Za-z_]\w*(<[\w\s:,*&<>]*>)?(::[A-Za-z_]\w*(<[\w\s:,*&<>]*>)?)*$")
 
 
 def _callee_name(callee) -> str:

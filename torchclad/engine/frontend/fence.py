@@ -19,12 +19,10 @@ UNSUPPORTED = {
     K.CXX_TRY_STMT: "exceptions (try/catch) are not supported in differentiated code",
     K.CXX_THROW_EXPR: "exceptions (throw) are not supported in differentiated code",
     K.LAMBDA_EXPR: "lambdas are not supported in differentiated code; write a free function",
-    K.MEMBER_REF_EXPR: "struct/class members are not supported; pass arrays and scalars",
     K.CXX_NEW_EXPR: "new is not supported in differentiated code; pass preallocated buffers",
     K.CXX_DELETE_EXPR: "delete is not supported in differentiated code",
     K.ASM_STMT: "inline assembly is not supported in differentiated code",
     K.CXX_TYPEID_EXPR: "typeid is not supported in differentiated code",
-    K.CXX_THIS_EXPR: "member functions are not supported; write a free function",
 }
 
 
@@ -57,18 +55,33 @@ def described(kind, what: str) -> str:
 
 def check(fn_cursor, filename: str) -> None:
     """Raise DiffError at the first unsupported construct in a function body."""
-    if fn_cursor.kind == K.CXX_METHOD or fn_cursor.semantic_parent.kind in (
-            K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE):
+    if fn_cursor.kind == K.CXX_METHOD and (fn_cursor.is_virtual_method() or
+                                           fn_cursor.semantic_parent.kind == K.CLASS_TEMPLATE):
         raise DiffError(loc_of(fn_cursor, filename),
-                        f"'{fn_cursor.spelling}' is a member function; only free functions "
-                        "are differentiated (virtual calls and methods are not supported)")
+                        f"'{fn_cursor.spelling}' is a virtual member function or one of a "
+                        "class template; only free functions and non-virtual member functions "
+                        "of plain classes are differentiated")
     for c in fn_cursor.walk_preorder():
         msg = UNSUPPORTED.get(c.kind)
         if msg:
             raise DiffError(loc_of(c, filename), msg)
         if c.kind == K.CALL_EXPR:
             ref = c.referenced
-            if ref is not None and ref.kind == K.CXX_METHOD:
+            if ref is not None and ref.kind == K.CXX_METHOD and not _taken_method(ref, filename):
                 raise DiffError(loc_of(c, filename),
                                 f"call to member function '{ref.spelling}' is not supported "
-                                "(no classes or virtual calls in differentiated code)")
+                                "(only a struct's copy assignment, static member functions of "
+                                "library classes, and non-virtual member functions defined in "
+                                "this source are)")
+
+
+def _taken_method(ref, filename: str) -> bool:
+    """Member functions the lowering takes: a struct's implicit copy assignment, a static
+    member function of a library class (`std::numeric_limits<double>::infinity()`), a
+    non-virtual one defined in this source."""
+    if ref.spelling == "operator=":
+        return True
+    in_file = ref.location.file is not None and ref.location.file.name == filename
+    if ref.is_static_method():
+        return not in_file
+    return in_file and not ref.is_virtual_method() and not ref.spelling.startswith("operator")

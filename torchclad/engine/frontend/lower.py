@@ -6,16 +6,17 @@ shared state, names and types (:mod:`.scope`).
 """
 from __future__ import annotations
 
-from .. import ir
+from .. import ir, names
 from ..errors import DiffError, Loc
 from . import fence
 from .expressions import Expressions
+from .records import Records
 from .parse import loc_of, parse, pragmas
 from .scope import K
 from .statements import Statements
 
 
-class Lowerer(Statements, Expressions):
+class Lowerer(Statements, Expressions, Records):
     """Lowers one function (or the globals of a module) of one source."""
 
     def function(self, c, custom=False) -> ir.Function:
@@ -25,6 +26,14 @@ class Lowerer(Statements, Expressions):
                 self.used_names.add(ch.spelling)
         self.push()
         params = []
+        if c.kind == K.CXX_METHOD:           # the object is the first parameter: _this
+            cls = self.type_of(c.semantic_parent.type, c)
+            obj = ir.Type(cls.base, 0, c.is_const_method(), (), cls.real, record=True,
+                          fields=cls.fields)
+            this = ir.Var(names.THIS, obj.pointer_to(), self.uid + 1)
+            self.uid += 1
+            params.append(this)
+            self.this_obj = ir.Unary("*", this, obj)
         for ch in c.get_children():
             if ch.kind == K.PARM_DECL:
                 if not ch.spelling:
@@ -35,6 +44,9 @@ class Lowerer(Statements, Expressions):
         if ret.ref:
             self.err(c, f"'{c.spelling}' returns a reference; differentiated functions return "
                         "a value (write outputs through reference or pointer parameters)")
+        if ret.record:
+            self.err(c, f"'{c.spelling}' returns a struct; return a number and write the "
+                        "struct through a reference or pointer parameter")
         if ret.ptr:
             self.err(c, f"'{c.spelling}' returns a pointer; differentiated functions return "
                         "float/double/void (write outputs through pointer parameters)")
@@ -47,9 +59,17 @@ class Lowerer(Statements, Expressions):
         if body is None:
             self.err(c, f"'{c.spelling}' has no body in this source; define it here or give it "
                         "a custom derivative in namespace clad::custom_derivatives")
-        names = tuple(ch.spelling for ch in c.get_children() if ch.kind == K.PARM_DECL)
-        return ir.Function(c.spelling, tuple(params), ret, body, self.template, self.loc(c),
-                           custom, names, self.write_once(c, params))
+        for s in ir.walk_stmts(body):
+            r = ir.root_var(s.target) if isinstance(s, ir.Assign) else None
+            if r is not None and r in params and r.type.is_object:
+                self.err(c, f"parameter '{r.name}' (a struct passed by value) is written; pass "
+                            "it by reference, or copy it into a local first")
+        names_ = tuple(ch.spelling for ch in c.get_children() if ch.kind == K.PARM_DECL)
+        if c.kind == K.CXX_METHOD:
+            names_ = (names.THIS,) + names_
+        return ir.Function(function_name(c), tuple(params), ret, body, self.template,
+                           self.loc(c), custom, names_,
+                           self.write_once(c, params[-len(names_):] if names_ else []))
 
     def check_pragmas_used(self, c) -> None:
         """Every torchclad pragma inside function ``c`` was taken by a for loop."""
@@ -91,6 +111,13 @@ class Lowerer(Statements, Expressions):
                      for ch in c.get_children() if ch.kind == K.PARM_DECL)
 
 
+def function_name(c) -> str:
+    """The name the engine knows a function by: its own, or `Cls_m` for a member function."""
+    if c.kind == K.CXX_METHOD:
+        return names.method(c.semantic_parent.spelling, c.spelling)
+    return c.spelling
+
+
 def _collect(tu, filename: str) -> tuple[list, list, list]:
     """``(function definitions, custom derivatives, globals)`` of the main file."""
     fn_cursors, custom_cursors, global_cursors = [], [], []
@@ -103,6 +130,14 @@ def _collect(tu, filename: str) -> tuple[list, list, list]:
                 visit(c, in_custom or c.spelling == "custom_derivatives")
             elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and c.is_definition():
                 (custom_cursors if in_custom else fn_cursors).append(c)
+            elif c.kind == K.CXX_METHOD and c.is_definition() and not in_custom and \
+                    not c.is_static_method():
+                fn_cursors.append(c)          # a member function defined out of its class
+            elif c.kind in (K.STRUCT_DECL, K.CLASS_DECL) and not in_custom:
+                for m in c.get_children():    # member functions defined in the class
+                    if m.kind == K.CXX_METHOD and m.is_definition() and \
+                            not m.is_static_method():
+                        fn_cursors.append(m)
             elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and in_custom:
                 custom_cursors.append(c)
             elif c.kind == K.VAR_DECL and not in_custom:
@@ -137,39 +172,40 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
     tu = parse(source, filename, extra_args)
     fn_cursors, custom_cursors, global_cursors = _collect(tu, filename)
     marks = pragmas(source)
-    names = _declared(tu, filename)
-    names.update({c.spelling: c for c in fn_cursors})
+    declared = _declared(tu, filename)
+    declared.update({c.spelling: c for c in fn_cursors if c.kind != K.CXX_METHOD})
     globals_: dict = {}
-    gl = Lowerer(filename, (), names)
+    gl = Lowerer(filename, (), declared)
     for g in global_cursors:
         t = gl.type_of(g.type, None)
         v = ir.Var(g.spelling, t, -len(globals_) - 1)
         globals_[g.spelling] = ir.Global(v)
     functions, customs, broken, signatures = {}, {}, {}, {}
     for c in fn_cursors + custom_cursors:
+        key = function_name(c)
         try:
             template = _template_params(c, filename)
         except DiffError as e:       # only a request that reaches c fails
-            broken[c.spelling] = e
+            broken[key] = e
             continue
-        lw = Lowerer(filename, template, names)
+        lw = Lowerer(filename, template, declared)
         lw.globals = {n: g.var for n, g in globals_.items()}
         lw.pragmas = marks
         if c in custom_cursors:
             customs[c.spelling] = lw.custom_function(c)
             continue
         try:
-            signatures[c.spelling] = Lowerer(filename, template, names).signature(c)
+            signatures[key] = Lowerer(filename, template, declared).signature(c)
         except DiffError:
             pass
-        if c.spelling in functions or c.spelling in broken:
-            broken[c.spelling] = DiffError(loc_of(c, filename), f"'{c.spelling}' is defined "
-                                           "twice (overloads are not supported)")
-            functions.pop(c.spelling, None)
+        if key in functions or key in broken:
+            broken[key] = DiffError(loc_of(c, filename), f"'{c.spelling}' is defined twice "
+                                    "(overloads are not supported)")
+            functions.pop(key, None)
             continue
         # a function the request never reaches must not stop it: keep the error for later
         try:
-            functions[c.spelling] = lw.function(c)
+            functions[key] = lw.function(c)
         except DiffError as e:
-            broken[c.spelling] = e
+            broken[key] = e
     return ir.Module(functions, customs, globals_, filename, broken, signatures)

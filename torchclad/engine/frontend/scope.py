@@ -40,6 +40,9 @@ class Scopes:
         self.n_inc = 0
         self.n_ref = 0                    # temporaries bound to reference parameters
         self.n_temps: dict = {}           # prefix -> count of the lowering's temporaries
+        self.this_obj = None              # the object whose implicit members are read
+        self.nondiff_vars: set = set()    # uids of memory marked non_differentiable
+        self.record_decls: dict = {}      # struct name -> its declaration cursor
         self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
 
     def visitor(self, c):
@@ -75,9 +78,11 @@ class Scopes:
         spelling = re.sub(r"\s+", " ", _QUALIFIERS.sub("", t.spelling).strip())
         canon = t.get_canonical()
         real = canon.kind in FLOAT_KINDS or spelling in self.template
-        if canon.kind in (TK.RECORD,) and c is not None:
-            self.err(c, f"type '{spelling}' (a struct/class) is not supported; "
-                        "use scalars and arrays")
+        if canon.kind == TK.RECORD:
+            rt = self.record_type(canon, c, spelling, ptr, dims, const)
+            self.record_decls.setdefault(rt.base, canon.get_declaration())
+            return ir.Type(rt.base, 1 if ref else ptr, const, () if ref else rt.dims, rt.real,
+                           ref=ref, record=True, fields=rt.fields)
         if ref:
             return ir.Type(spelling, 1, const, (), real, ref=True)
         return ir.Type(spelling, ptr, const, tuple(dims), real)
@@ -167,6 +172,37 @@ class Scopes:
     def pop(self):
         self.scopes.pop()
         self.visible.pop()
+
+    # ------------------------------------------------------------------ non_differentiable
+    @staticmethod
+    def nondiff(c) -> bool:
+        """Whether declaration c (or the class it belongs to, or the class of its type)
+        carries Clad's `non_differentiable` attribute."""
+        def marked(x):
+            return x is not None and any(a.kind == K.ANNOTATE_ATTR and
+                                         a.spelling == "non_differentiable"
+                                         for a in x.get_children())
+        if c is None:
+            return False
+        if marked(c):
+            return True
+        if c.kind in (K.CXX_METHOD, K.FIELD_DECL) and marked(c.semantic_parent):
+            return True
+        t = c.type.get_canonical() if c.kind in (K.VAR_DECL, K.PARM_DECL) else None
+        while t is not None and t.kind in (TK.POINTER, TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+            t = t.get_pointee().get_canonical()
+        return t is not None and t.kind == TK.RECORD and marked(t.get_declaration())
+
+    @staticmethod
+    def detached(e) -> ir.Expr:
+        """e with no derivative (Clad's non_differentiable): `torchclad::detach(e)`."""
+        return ir.Call("torchclad::detach", (e,), e.type)
+
+    @staticmethod
+    def undetached(e) -> ir.Expr:
+        if isinstance(e, ir.Call) and e.fn == "torchclad::detach" and len(e.args) == 1:
+            return e.args[0]
+        return e
 
     # ------------------------------------------------------------------ side effects
     def effects(self, thunk):

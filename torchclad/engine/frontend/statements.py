@@ -59,8 +59,7 @@ class Statements(Scopes):
         out = []
         for d in c.get_children():
             if d.kind == K.VAR_DECL:
-                pre, decl = self.effects(lambda: self.var_decl(d))
-                out.extend(pre + [decl])
+                out.extend(self.declare(d))
             elif d.kind == K.STATIC_ASSERT:
                 continue                      # checked by the compiler; no code
             else:
@@ -112,8 +111,7 @@ class Statements(Scopes):
             else:
                 out += self.hidden_init(c, head, close)
         if head and head[0].kind == K.VAR_DECL:
-            pre, decl = self.effects(lambda: self.var_decl(head.pop(0)))
-            out += pre + [decl]
+            out += self.declare(head.pop(0))
         if not head:
             self.err(c, "could not read this statement's condition")
         return out, head[-1], rest
@@ -152,8 +150,7 @@ class Statements(Scopes):
                         "statement before the switch")
         out = []
         for _, d in sorted(decls.items()):
-            pre, decl = self.effects(lambda d=d: self.var_decl(d))
-            out += pre + [decl]
+            out += self.declare(d)
         return out
 
     # ------------------------------------------------------------------ switch
@@ -249,8 +246,7 @@ class Statements(Scopes):
         init = self.stmt(parts["init"]) if parts["init"] is not None else []
         pre = []
         if parts["cond_decl"] is not None:    # for (...; T v = e; ...)
-            dpre, decl = self.effects(lambda: self.var_decl(parts["cond_decl"]))
-            pre += dpre + [decl]
+            pre += self.declare(parts["cond_decl"])
         cpre, cond = self.effects(lambda: self.expr(parts["cond"])) \
             if parts["cond"] is not None else ([], None)
         pre += cpre
@@ -335,12 +331,21 @@ class Statements(Scopes):
         return ir.Loop(init, None, inc, ir.Block(tuple(pre) + (test,) + body.stmts, body.loc), L)
 
     # ------------------------------------------------------------------ declarations
-    def var_decl(self, d) -> ir.Decl:
+    def declare(self, d) -> list:
+        """The statements of local declaration d: side effects of its initializer, the
+        declaration, and for a struct the assignments of its fields."""
+        pre, decl = self.effects(lambda: self.var_decl(d))
+        return pre + (decl if isinstance(decl, list) else [decl])
+
+    def var_decl(self, d):
+        """The ir.Decl of local declaration d (for a struct: a list, see `record_decl`)."""
         if _INIT_LIST.match(re.sub(r"\s+", "", d.type.get_canonical().spelling)):
             return self.initializer_list(d)
         typ = self.type_of(d.type, d, allow_ref=True)
         if typ.ref:
             return self.reference_decl(d, typ)
+        if typ.is_object:
+            return self.record_decl(d, typ)
         static = d.storage_class == ci.StorageClass.STATIC
         if static and not typ.const:
             self.err(d, f"static local '{d.spelling}' keeps state between calls; only "
@@ -408,6 +413,9 @@ class Statements(Scopes):
         if k == K.PAREN_EXPR or (k == K.UNEXPOSED_EXPR and len(list(c.get_children())) == 1):
             return self.expr_stmt(next(c.get_children()))
         if k in (K.CALL_EXPR,):
+            copied = self.record_assignment(c)
+            if copied is not None:
+                return copied
             return [ir.ExprStmt(self.expr(c), self.loc(c))]
         if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR) and c.type.kind == TK.VOID:
             inner = [x for x in c.get_children() if x.kind.is_expression()]
@@ -424,9 +432,11 @@ class Statements(Scopes):
         return ir.Assign(op, self.lvalue(lhs), self.expr(rhs), self.loc(c))
 
     def lvalue(self, c) -> ir.Expr:
-        e = self.expr(c)
-        if not isinstance(e, (ir.Var, ir.Index)) and not (isinstance(e, ir.Unary) and e.op == "*"):
-            self.err(c, "assignment target must be a variable, an array element or *pointer")
+        e = self.undetached(self.expr(c))
+        if not isinstance(e, (ir.Var, ir.Index, ir.Member)) and \
+                not (isinstance(e, ir.Unary) and e.op == "*"):
+            self.err(c, "assignment target must be a variable, an array element, a struct "
+                        "member or *pointer")
         if isinstance(e, ir.Unary):
             return ir.Index(e.operand, ir.Const("0", ir.INT), e.type)
         return e

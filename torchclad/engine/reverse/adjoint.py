@@ -38,7 +38,7 @@ def _index(ptr, i, t):
     """ptr[i], folding (a + off)[i] into a[off + i] and (&v)[0] into v so adjoint accesses
     read plainly."""
     if isinstance(ptr, ir.Unary) and ptr.op == "&" and isinstance(i, ir.Const) and \
-            i.text == "0" and not ptr.operand.type.is_memory:
+            i.text == "0" and (not ptr.operand.type.is_memory or ptr.operand.type.is_object):
         return ptr.operand
     if isinstance(ptr, ir.Binary) and ptr.op == "+" and ptr.lhs.type.is_pointer and \
             not ptr.rhs.type.is_pointer:
@@ -47,6 +47,30 @@ def _index(ptr, i, t):
             off = ir.Binary("+", off, i, off.type)
         return ir.Index(ptr.lhs, off, t)
     return ir.Index(ptr, i, t)
+
+
+def adjoint_type(t: ir.Type) -> ir.Type:
+    """The type of the adjoint of a value of type t: its floating type, or the same struct."""
+    if t.record:
+        return ir.Type(t.base, 0, False, (), True, record=True, fields=t.fields)
+    return ir.Type(t.base, 0, False, (), True)
+
+
+def fixed_addresses(fn: ir.Function) -> dict:
+    """uid -> the field of a struct variable (`s.b`, `s.a.x`) that a pointer or reference
+    local of fn points at for all its life: declared `&s.b` and never assigned."""
+    assigned = {s.target.uid for s in ir.walk_stmts(fn.body)
+                if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var)}
+    out = {}
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Decl) and s.var.type.ptr and s.var.uid not in assigned and \
+                isinstance(s.init, ir.Unary) and s.init.op == "&":
+            x = s.init.operand
+            while isinstance(x, ir.Member):
+                x = x.base
+            if isinstance(x, ir.Var) and isinstance(s.init.operand, ir.Member):
+                out[s.var.uid] = s.init.operand
+    return out
 
 
 @dataclass
@@ -72,11 +96,13 @@ class AdjointRules:
         self.loc = fn.loc
         self.options = options
         self.local_param_adj: dict = {}
+        self.fixed = fixed_addresses(fn)
 
     # ------------------------------------------------------------------ addressing
     def adj_var(self, v: ir.Var) -> ir.Expr:
-        """The adjoint of a scalar variable: `_d_v`, or `*_d_x` for a parameter."""
-        t = ir.Type(v.type.base, 0, False, (), True)
+        """The adjoint of a scalar variable or struct object: `_d_v`, or `*_d_x` for a
+        parameter."""
+        t = adjoint_type(v.type)
         name = self.adj_names[v.uid]
         if v.uid in self.local_param_adj:
             return self.local_param_adj[v.uid][0]
@@ -86,6 +112,10 @@ class AdjointRules:
 
     def adj_root(self, r: ir.Var) -> tuple:
         """(adjoint base pointer, primal base pointer) of a memory root."""
+        if r.type.is_object:          # a struct object: its adjoint object's address
+            a = self.adj_var(r)
+            ap = a.operand if isinstance(a, ir.Unary) else ir.Unary("&", a, a.type.pointer_to())
+            return ap, ir.Unary("&", r, r.type.pointer_to())
         if r.type.is_memory:
             t = ir.Type(r.type.base, 1, False, (), True)
             return ir.Var(self.adj_names[r.uid], t, 0), r
@@ -100,8 +130,12 @@ class AdjointRules:
         t = ir.Type(e.type.base, 1, False, (), True)
         if isinstance(e, ir.Var):
             r = self.al.roots.get(e.uid, e)
-            if r.uid == e.uid or not r.type.is_memory:     # a pointer to a scalar: at it
-                return self.adj_root(r)[0]
+            if e.uid in self.fixed:      # `T* p = &s.f` never moved: at the adjoint's s.f
+                return ir.Unary("&", self.adj_lvalue(self.fixed[e.uid]), t)
+            if r.type.is_object and r.uid != e.uid and e.type.base != r.type.base:
+                return self.field_adj_ptr(e, r)
+            if r.uid == e.uid or not r.type.is_memory or r.type.is_object:
+                return self.adj_root(r)[0]           # a pointer to one object: at it
             adj, base = self.adj_root(r)
             return ir.Binary("+", adj, ir.Binary("-", e, base, ir.Type("ptrdiff_t")), t)
         if isinstance(e, ir.Binary) and e.op in ("+", "-"):
@@ -119,6 +153,8 @@ class AdjointRules:
             if isinstance(x, ir.Var):
                 a = self.adj_var(x)
                 return a.operand if isinstance(a, ir.Unary) else ir.Unary("&", a, t)
+            if isinstance(x, ir.Member):
+                return ir.Unary("&", self.adj_lvalue(x), t)
         if isinstance(e, ir.Cast):
             return self.adj_ptr(e.operand)
         if ir.is_null(e):
@@ -132,6 +168,17 @@ class AdjointRules:
         raise DiffError(self.loc, f"cannot form the adjoint of pointer expression "
                                   f"({type(e).__name__}); index a parameter or local array")
 
+    def field_adj_ptr(self, e: ir.Var, r: ir.Var) -> ir.Expr:
+        """The adjoint of pointer e into struct object r (at one of its fields): the same
+        byte offset into r's adjoint object, which has r's type and layout."""
+        char = ir.Type("char", 1)
+        adj, base = self.adj_root(r)
+        off = ir.Binary("-", ir.Cast(e, ir.Type("char", 1, True), "c"),
+                        ir.Cast(base, ir.Type("char", 1, True), "c"), ir.Type("ptrdiff_t"))
+        t = ir.Type(e.type.base, 1, False, (), e.type.real, record=e.type.record,
+                    fields=e.type.fields)
+        return ir.Cast(ir.Binary("+", ir.Cast(adj, char, "c"), off, char), t, "c")
+
     def adj_lvalue(self, target) -> ir.Expr:
         if isinstance(target, ir.Var):
             return self.adj_var(target)
@@ -139,6 +186,8 @@ class AdjointRules:
             return _index(self.adj_ptr(target.base), target.index, target.type)
         if isinstance(target, ir.Unary) and target.op == "*":
             return _index(self.adj_ptr(target.operand), ZERO, target.type)
+        if isinstance(target, ir.Member):      # the same field of the adjoint object
+            return ir.Member(self.adj_lvalue(target.base), target.name, target.type)
         raise DiffError(self.loc, "unsupported assignment target")
 
     def target_active(self, target) -> bool:
@@ -163,6 +212,10 @@ class AdjointRules:
 
     def visit_Index(self, e, d, out, result):
         # y = p[i];  dp[i] += dy
+        out.append(ir.Assign("+=", self.adj_lvalue(e), d))
+
+    def visit_Member(self, e, d, out, result):
+        # y = s.x;  _d_s.x += dy
         out.append(ir.Assign("+=", self.adj_lvalue(e), d))
 
     def visit_Unary(self, e, d, out, result):

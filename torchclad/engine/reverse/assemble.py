@@ -67,9 +67,14 @@ class Assembler:
             v = d.var
             if not v.type.real or v.type.is_pointer or not self.rv.act.var_active(v):
                 continue
-            t = ir.Type(v.type.base, 0, False, v.type.dims, True)
+            t = ir.Type(v.type.base, 0, False, v.type.dims, True, record=v.type.record,
+                        fields=v.type.fields)
             name = self.rv.adj_names[v.uid]
-            if v.type.dims:
+            if t.is_object:     # T _d_t{}; and every floating field zeroed (whatever T() does)
+                a = ir.Var(name, t, 0)
+                out.append(ir.Decl(a))
+                out.extend(ir.Assign("=", m, ZERO) for m in ir.real_fields(a))
+            elif v.type.dims:
                 out.append(ir.Decl(ir.Var(name, t, 0), None, (ir.Const("{}", t),)))
             else:
                 out.append(ir.Decl(ir.Var(name, t, 0), ir.Cast(ZERO, t.value(), "fn")))
@@ -156,7 +161,8 @@ class Assembler:
     def fwd_stmt(self, s, p) -> list:
         if isinstance(s, ir.Decl):
             init = self._fwd_expr(s.init, p) if s.init is not None else None
-            if init is None and not s.var.type.dims and not s.static:
+            if init is None and not s.var.type.dims and not s.static and \
+                    not s.var.type.is_object:
                 # `double a;` assigned later: the tape may record its old value, which must
                 # not be an indeterminate one
                 init = ir.Cast(ir.Const("0", ir.INT), s.var.type.value(), "fn") \

@@ -262,12 +262,13 @@ class Reverse:
         addressed = {id(y) for x in ir.walk_expr(e) if isinstance(x, ir.Unary) and x.op == "&"
                      for y in [x.operand]}
         for x in ir.walk_expr(e):
-            if id(x) in addressed and isinstance(x, (ir.Index, ir.Unary)):
+            if id(x) in addressed and isinstance(x, (ir.Index, ir.Unary, ir.Member)):
                 continue
             if isinstance(x, ir.Var) and (x.uid > 0 or x.uid in self.facts.globals):
                 out.add(("var", x.uid))
-            elif isinstance(x, ir.Index) or (isinstance(x, ir.Unary) and x.op == "*"):
-                base = x.base if isinstance(x, ir.Index) else x.operand
+            elif isinstance(x, (ir.Index, ir.Member)) or \
+                    (isinstance(x, ir.Unary) and x.op == "*"):
+                base = x.base if isinstance(x, (ir.Index, ir.Member)) else x.operand
                 r = ir.root_var(base)
                 if r is not None and (r.uid > 0 or r.uid in self.facts.globals):
                     out.add(self.al.mem_key(self.al.roots.get(r.uid, r)))

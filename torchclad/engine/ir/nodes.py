@@ -1,4 +1,4 @@
-"""The engine's IR: small frozen dataclasses, no libclang cursors.
+"""The engine's IR nodes: small frozen dataclasses, no libclang cursors.
 
 Expressions carry a `Type`; statements carry a source `Loc` for diagnostics.
 The same node set is used for the primal (after lowering) and for the generated
@@ -6,11 +6,11 @@ derivative, plus a few tape nodes that only the reverse transform creates.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, replace
-from typing import Iterator, Union
 
-from .errors import Loc, NOLOC
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+from ..errors import Loc, NOLOC
 
 @dataclass(frozen=True, slots=True)
 class Type:
@@ -21,6 +21,8 @@ class Type:
     real: bool = False        # floating base (or template scalar parameter)
     vector: bool = False      # a std::vector of base, sized at run time (generated only)
     ref: bool = False         # a C++ reference `T&` (ptr == 1: the IR holds its address)
+    record: bool = False      # a struct / class: base is its name; real if it has a float
+    fields: tuple = ()        # of a record: ((name, Type), ...) in declaration order
 
     @property
     def is_pointer(self) -> bool:
@@ -32,12 +34,24 @@ class Type:
 
     @property
     def is_real_scalar(self) -> bool:
-        return self.real and self.ptr == 0 and not self.dims
+        return self.real and self.ptr == 0 and not self.dims and not self.record
 
     @property
     def is_memory(self) -> bool:
-        """Pointer, array or vector: names memory rather than holding a value."""
-        return self.ptr > 0 or bool(self.dims) or self.vector
+        """Pointer, array, vector or struct object: names memory rather than holding a
+        value (a struct is a small block of memory whose elements are its fields)."""
+        return self.ptr > 0 or bool(self.dims) or self.vector or self.record
+
+    @property
+    def is_object(self) -> bool:
+        """A struct value (not a pointer to one, nor an array of them)."""
+        return self.record and self.ptr == 0 and not self.dims
+
+    def field(self, name: str) -> "Type":
+        for n, t in self.fields:
+            if n == name:
+                return t
+        raise KeyError(f"{self.base} has no field {name}")
 
     def element(self) -> "Type":
         if self.dims:
@@ -124,6 +138,15 @@ class Call:
     args: tuple
     type: Type
     user: bool = False        # a function defined in the source (differentiated recursively)
+    method: str = ""          # a member function call: its name; args[0] points at the object
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """`base.name`: a field of the struct object `base` (`p->x` is Member(*p, x))."""
+    base: "Expr"
+    name: str
+    type: Type
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +182,7 @@ class Raw:
     assigns: bool = False     # the text steps its first read (`{0}--`, `({0} -= {1})`)
 
 
-Expr = Union[Var, Const, Index, Unary, Binary, Call, Cond, Cast, TapePop, Raw]
+Expr = Union[Var, Const, Index, Member, Unary, Binary, Call, Cond, Cast, TapePop, Raw]
 
 
 # ----------------------------------------------------------------------------- statements
@@ -310,128 +333,13 @@ class Module:
     signatures: dict = field(default_factory=dict)    # name -> params (Vars) of every function
 
 
-# ----------------------------------------------------------------------------- traversal helpers
-def children(e) -> tuple:
-    if isinstance(e, Index):
-        return (e.base, e.index)
-    if isinstance(e, (Unary, Cast)):
-        return (e.operand,)
-    if isinstance(e, Binary):
-        return (e.lhs, e.rhs)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Cond):
-        return (e.cond, e.then, e.other)
-    if isinstance(e, Raw):
-        return e.reads
-    return ()
-
-
-def walk_expr(e) -> Iterator:
-    yield e
-    for c in children(e):
-        yield from walk_expr(c)
-
-
-def vars_in(e) -> set:
-    """uids of every variable an expression reads (including pointer bases)."""
-    return {x.uid for x in walk_expr(e) if isinstance(x, Var)}
-
-
-_NAME = re.compile(r"[A-Za-z_]\w*")
-
-
-def names_in(e) -> set:
-    """Names of the variables an expression spells (a template's are among its reads)."""
-    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
-
-
-def stmt_names(s) -> set:
-    """Names a statement and the statements nested in it spell (declared ones included)."""
-    out = set()
-    for x in walk_stmts(s):
-        if isinstance(x, (Decl, VectorDecl)):
-            out.add(x.var.name)
-        for e in stmt_exprs(x):
-            out |= names_in(e)
-    return out
-
-
-# The condition of a reverse loop, `for (v = hi; v-- > lo; )`: Raw(REVERSED_COND, BOOL, (v, lo)).
-REVERSED_COND = "{0}-- > {1}"
-
-
-def reversed_cond(v: Var, lo) -> Raw:
-    return Raw(REVERSED_COND, BOOL, (v, lo), assigns=True)
-
-
-def is_reversed_cond_of(e, names) -> bool:
-    """e is the condition of a reverse loop whose variable is one of `names`."""
-    return (isinstance(e, Raw) and e.text == REVERSED_COND and isinstance(e.reads[0], Var)
-            and e.reads[0].name in names)
-
-
-def walk_stmts(s) -> Iterator:
-    """Every statement nested in s (s included), in program order; loop init/inc included."""
-    yield s
-    if isinstance(s, Block):
-        for c in s.stmts:
-            yield from walk_stmts(c)
-    elif isinstance(s, If):
-        yield from walk_stmts(s.then)
-        yield from walk_stmts(s.other)
-    elif isinstance(s, Loop):
-        for c in s.init:
-            yield from walk_stmts(c)
-        yield from walk_stmts(s.body)
-        for c in s.inc:
-            yield from walk_stmts(c)
-    elif isinstance(s, Switch):
-        yield from walk_stmts(s.body)
-
-
-def stmt_exprs(s) -> tuple:
-    """Expressions directly held by a statement (not by nested statements)."""
-    if isinstance(s, Decl):
-        return ((s.init,) if s.init is not None else ()) + tuple(s.init_list)
-    if isinstance(s, Assign):
-        return (s.target, s.value)
-    if isinstance(s, (ExprStmt,)):
-        return (s.expr,)
-    if isinstance(s, If):
-        return (s.cond,)
-    if isinstance(s, Loop):
-        return (s.cond,) if s.cond is not None else ()
-    if isinstance(s, Switch):
-        return (s.cond,)
-    if isinstance(s, Return):
-        return (s.value,) if s.value is not None else ()
-    if isinstance(s, Case):
-        return (s.value,) if s.value is not None else ()
-    if isinstance(s, TapePush):
-        return (s.value,)
-    if isinstance(s, TapeArray):
-        return (s.data, s.count)
-    if isinstance(s, VectorDecl):
-        return (s.count,)
-    return ()
-
-
-def element_count(t: Type) -> "Expr":
-    """The number of elements of a local array type: its dims multiplied."""
-    n = None
-    for d in t.dims:
-        c = Const(d if _NAME.fullmatch(d) or d.isdigit() else f"({d})", LONG)
-        n = c if n is None else Binary("*", n, c, LONG)
-    return n if n is not None else Const("1", LONG)
-
-
+# ----------------------------------------------------------------------------- roots
 def root_var(e) -> "Var | None":
     """The variable a memory expression is based on: p in p[i], *(p+1), p + k, &a[i]."""
     while True:
         if isinstance(e, Var):
             return e
-        if isinstance(e, Index):
+        if isinstance(e, (Index, Member)):
             e = e.base
         elif isinstance(e, Unary) and e.op in ("*", "&", "+"):
             e = e.operand
@@ -455,32 +363,3 @@ def is_null(e) -> bool:
     while isinstance(e, Cast):
         e = e.operand
     return isinstance(e, Const) and e.text in ("nullptr", "NULL", "0")
-
-
-def call_name(fn: str) -> str:
-    """Lookup name of a spelled callee: '::std::max<double>' -> 'std::max'."""
-    fn = re.sub(r"<.*>$", "", fn.replace(" ", ""))
-    return fn[2:] if fn.startswith("::") else fn
-
-
-def function_key(fn: str) -> str:
-    """The key of a called function in `Module.functions` / `customs` (unqualified: the
-    module keys functions by name): '::n1::n2::sum<double>' -> 'sum'."""
-    return call_name(fn).split("::")[-1]
-
-
-def rebuild(e, kids):
-    """e with its children (as ordered by `children`) replaced."""
-    if isinstance(e, Index):
-        return replace(e, base=kids[0], index=kids[1])
-    if isinstance(e, (Unary, Cast)):
-        return replace(e, operand=kids[0])
-    if isinstance(e, Binary):
-        return replace(e, lhs=kids[0], rhs=kids[1])
-    if isinstance(e, Call):
-        return replace(e, args=tuple(kids))
-    if isinstance(e, Cond):
-        return replace(e, cond=kids[0], then=kids[1], other=kids[2])
-    if isinstance(e, Raw):
-        return replace(e, reads=tuple(kids))
-    return e
