@@ -500,6 +500,26 @@ def _call_args(req: Request, run: list, rng) -> list:
     return out
 
 
+def _shifted(args: list) -> list:
+    """The floating arguments moved off the integers the tests use: the k-th number by
+    0.0731 * (1 + 0.37 k), so that differences between them move too."""
+    import torch
+    out, k = [], 0
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            n = a.numel()
+            steps = torch.tensor([0.0731 * (1 + 0.37 * (k + j)) for j in range(n)],
+                                 dtype=a.dtype).reshape(a.shape)
+            out.append(a + steps)
+            k += n
+        elif isinstance(a, float):
+            out.append(a + 0.0731 * (1 + 0.37 * k))
+            k += 1
+        else:
+            out.append(a)
+    return out
+
+
 def _primal(g, args):
     """A callable running the compiled primal on (a copy of) args; returns (ret, arrays)."""
     import torch
@@ -601,42 +621,83 @@ def judge_run(g, req: Request, args: list, rng) -> tuple:
     return "correct", ""
 
 
-def judge(req: Request, source: str, filename: str, seed: int) -> Result:
-    import numpy as np
-    import torchclad
+def in_child(thunk, req: Request, timeout: float = 900.0) -> Result:
+    """thunk() (a Result) in a forked child: generated code that crashes or hangs fails this
+    function ("crash"), not the harness."""
+    import pickle
+    import select
+    import signal
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                      # the child
+        os.close(r)
+        try:
+            res = thunk()
+        except BaseException as e:    # noqa: BLE001
+            res = Result(req.file, req.name, req.wrt, "crash", f"{type(e).__name__}: {e}")
+        with os.fdopen(w, "wb") as fh:
+            pickle.dump(res, fh)
+        os._exit(0)
+    os.close(w)
+    t0, data = time.time(), b""
+    with os.fdopen(r, "rb") as fh:
+        while True:
+            left = timeout - (time.time() - t0)
+            ready, _, _ = select.select([fh], [], [], max(left, 0))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return Result(req.file, req.name, req.wrt, "crash",
+                              f"timed out after {timeout:.0f}s", line=req.line)
+            chunk = fh.read1(1 << 16) if hasattr(fh, "read1") else fh.read()
+            if not chunk:
+                break
+            data += chunk
+    _, status = os.waitpid(pid, 0)
+    if data:
+        return pickle.loads(data)
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+    return Result(req.file, req.name, req.wrt, "crash",
+                  f"the process died (signal {sig}) running the generated code",
+                  seconds=time.time() - t0, line=req.line)
+
+
+def classify(e: BaseException) -> tuple:
+    """(category, message) of an exception met building a gradient."""
     from torchclad.engine import DiffError
+    if isinstance(e, DiffError):
+        msg = str(e)
+        if not re.match(r"^[^:\s]+:\d+:\d+: ", msg):
+            msg = "(no file:line:col) " + msg
+        return "refused", msg
+    if isinstance(e, TypeError) and ("kernel.cpp" in str(e) or "no torch dtype" in str(e)
+                                     or "not supported" in str(e)) or \
+            type(e).__name__ == "GlueError":
+        return "refused", f"bridge: {e}"
+    return "crash", f"{type(e).__name__}: {e}"[:2000]
+
+
+def judge_gradient(req: Request, g, seed: int) -> Result:
+    """Run a built gradient at the test's values and judge it."""
+    import numpy as np
     res = Result(req.file, req.name, req.wrt, "unjudged", line=req.line)
-    if req.kind == "unknown":
-        res.message = "the harness could not tell which function clad::gradient names"
-        return res
     t0 = time.time()
-    try:
-        g = torchclad.gradient(source, req.name, req.wrt)
-    except DiffError as e:
-        res.category, res.message = "refused", str(e)
-        if not re.match(r"^[^:\s]+:\d+:\d+: ", str(e)):
-            res.message = "(no file:line:col) " + res.message
-        res.seconds = time.time() - t0
-        return res
-    except TypeError as e:
-        if "kernel.cpp" in str(e) or "no torch dtype" in str(e) or "not supported" in str(e):
-            res.category, res.message = "refused", f"bridge: {e}"
-        else:
-            res.category, res.message = "crash", f"{type(e).__name__}: {e}"
-        res.seconds = time.time() - t0
-        return res
-    except Exception as e:      # noqa: BLE001 - the harness classifies every failure
-        msg = f"{type(e).__name__}: {e}"
-        res.category, res.message = "crash", msg[:2000]
-        res.seconds = time.time() - t0
-        return res
     rng = np.random.default_rng(seed)
     runs = req.runs or [[]]
     outcomes = []
     for run in runs:
         try:
             args = _call_args(req, run, rng)
-            outcomes.append(judge_run(g, req, args, rng))
+            got = judge_run(g, req, args, rng)
+            if got[0] == "kink":
+                # the test's values sit on a kink or jump (integers at a branch's edge):
+                # judge the same function next to them as well
+                again = judge_run(g, req, _shifted(args), rng)
+                if again[0] == "correct":
+                    got = ("correct", got[1] + "; correct at values moved off them")
+                elif again[0] == "wrong":
+                    got = ("wrong", "at values moved off the test's: " + again[1])
+            outcomes.append(got)
         except Exception as e:  # noqa: BLE001
             outcomes.append(("crash", f"running it: {type(e).__name__}: {e}"))
     res.runs = len(runs)
@@ -649,12 +710,88 @@ def judge(req: Request, source: str, filename: str, seed: int) -> Result:
             break
     else:
         res.category = "correct"
-        notes = [m for c, m in outcomes if c == "kink"]
+        notes = [m for c, m in outcomes if c in ("kink", "correct") and m]
         if not req.runs:
             notes.append("no execute() in the test: judged at default values")
         res.message = "; ".join(notes)
     res.seconds = time.time() - t0
     return res
+
+
+def judge(req: Request, source: str, filename: str, seed: int) -> Result:
+    """One function the way a user meets it: `torchclad.gradient(source, name, wrt)`."""
+    import torchclad
+    res = Result(req.file, req.name, req.wrt, "unjudged", line=req.line)
+    if req.kind == "unknown":
+        res.message = "the harness could not tell which function clad::gradient names"
+        return res
+    t0 = time.time()
+    try:
+        g = torchclad.gradient(source, req.name, req.wrt)
+    except Exception as e:      # noqa: BLE001 - the harness classifies every failure
+        res.category, res.message = classify(e)
+        res.seconds = time.time() - t0
+        return res
+    return judge_gradient(req, g, seed)
+
+
+def judge_file(reqs: list, source: str, file_index: int) -> list:
+    """Every function of one test file, built together: one engine for the file (what
+    `torchclad.gradient` runs, request by request), one module for all its derivatives (the
+    toolchain `torchclad.gradient` calls, given them all; a function whose derivative does
+    not compile is then built alone to tell which), each run in a child process."""
+    from torchclad import engine, toolchain
+    out: dict = {}
+    derivs: dict = {}
+    eng = None
+    try:
+        eng = engine.Engine(source, "kernel.cpp")
+    except Exception as e:      # noqa: BLE001
+        cat, msg = classify(e)
+        return [Result(r.file, r.name, r.wrt, cat, msg, line=r.line) for r in reqs]
+    for j, req in enumerate(reqs):
+        if req.kind == "unknown":
+            out[j] = Result(req.file, req.name, req.wrt, "unjudged",
+                            "the harness could not tell which function clad::gradient names",
+                            line=req.line)
+            continue
+        try:
+            derivs[j] = eng.derive(req.name, req.wrt)
+            toolchain.glue.make_tu(derivs[j])       # what the bindings refuse, without a build
+        except Exception as e:  # noqa: BLE001
+            derivs.pop(j, None)
+            cat, msg = classify(e)
+            out[j] = Result(req.file, req.name, req.wrt, cat, msg, line=req.line)
+    modules: dict = {}
+    names = [d.name for d in derivs.values()]
+    batch = [j for j, d in derivs.items() if names.count(d.name) == 1]
+    if len(batch) > 1:
+        try:
+            mod = toolchain.load([derivs[j] for j in batch])
+            modules.update(dict.fromkeys(batch, mod))
+        except Exception:       # noqa: BLE001 - some derivative does not compile: one by one
+            pass
+    for j, d in derivs.items():
+        if j in modules:
+            continue
+        try:
+            modules[j] = toolchain.load(d)
+        except Exception as e:  # noqa: BLE001
+            out[j] = Result(reqs[j].file, reqs[j].name, reqs[j].wrt, "crash",
+                            f"{type(e).__name__}: {e}"[:2000], line=reqs[j].line)
+    for j in sorted(modules):
+        req, d, mod = reqs[j], derivs[j], modules[j]
+
+        def run(req=req, d=d, mod=mod, j=j):
+            from torchclad.bridge.gradient import Gradient
+            try:
+                g = Gradient(d, mod)
+            except Exception as e:  # noqa: BLE001
+                cat, msg = classify(e)
+                return Result(req.file, req.name, req.wrt, cat, msg, line=req.line)
+            return judge_gradient(req, g, 1000 * file_index + j)
+        out[j] = in_child(run, req)
+    return [out[j] for j in range(len(reqs))]
 
 
 # ----------------------------------------------------------------------------- reports
@@ -690,12 +827,15 @@ def markdown(results: list, clad_rev: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def compiler_wrapper(root: str, opt: str) -> str:
+def compiler_wrapper(opt: str) -> str:
     """A g++ that builds at `opt` instead of the package's -O3 (a quicker harness)."""
     import shlex
     import shutil
     cxx = os.environ.get("CXX") or shutil.which("g++") or "g++"
-    path = os.path.join(root, "cxx")
+    # a fixed path: the build cache keys on the compiler's argv
+    root = os.path.join(tempfile.gettempdir(), f"clad_harness_{os.getuid()}")
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, f"cxx{opt}")
     with open(path, "w") as f:
         f.write("#!/bin/sh\n"
                 "for a in \"$@\"; do [ \"$a\" = -O3 ] && a=" + shlex.quote(opt) + "; "
@@ -713,6 +853,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     ap.add_argument("--list", action="store_true", help="only list the requests found")
+    ap.add_argument("--per-function", action="store_true",
+                    help="call torchclad.gradient for each function (one build each) instead "
+                         "of building a file's derivatives together")
+    ap.add_argument("--engine-only", action="store_true",
+                    help="only run the engine (refused or not), nothing compiled")
     ap.add_argument("--opt", default="-O0",
                     help="optimisation level the kernels are built with (the package's "
                          "-O3 is replaced: the harness judges values, not speed)")
@@ -727,7 +872,7 @@ def main(argv=None) -> int:
     os.environ["CPATH"] = inc + (os.pathsep + os.environ["CPATH"]
                                  if os.environ.get("CPATH") else "")
     if args.opt != "-O3":
-        os.environ["CXX"] = compiler_wrapper(root, args.opt)
+        os.environ["CXX"] = compiler_wrapper(args.opt)
     rev = "unknown revision"
     head = os.path.join(args.clad, ".clad_revision")
     if os.path.exists(head):
@@ -738,18 +883,34 @@ def main(argv=None) -> int:
         text = open(path).read()
         reqs, main_ext = find_requests(path, inc, f)
         source = torchclad_source(text, main_ext)
+        reqs = [r for r in reqs if not args.only or re.search(args.only, f"{f}.C {r.name}")]
+        if not (args.list or args.engine_only or args.per_function):
+            t0 = time.time()
+            for r in judge_file(reqs, source, i):
+                results.append(r)
+                print(f"[{r.category:8}] {f}.C {r.name} {r.message[:300]}", flush=True)
+            print(f"  ({f}.C: {time.time() - t0:.0f}s)", flush=True)
+            continue
         for j, req in enumerate(reqs):
             tag = f"{f}.C {req.name}"
-            if args.only and not re.search(args.only, tag):
-                continue
             if args.list:
                 print(f"{tag} wrt={req.wrt!r} params={[p.name for p in req.params]} "
                       f"runs={req.runs}")
                 continue
-            r = judge(req, source, f + ".C", seed=1000 * i + j)
+            if args.engine_only:
+                from torchclad.engine import DiffError, differentiate
+                try:
+                    differentiate(source, req.name, req.wrt)
+                    print(f"[engine ok] {tag}")
+                except DiffError as e:
+                    print(f"[refused  ] {tag} {e}")
+                except Exception as e:  # noqa: BLE001
+                    print(f"[crash    ] {tag} {type(e).__name__}: {e}")
+                continue
+            r = in_child(lambda: judge(req, source, f + ".C", 1000 * i + j), req)
             results.append(r)
             print(f"[{r.category:8}] {tag} ({r.seconds:.1f}s) {r.message[:300]}", flush=True)
-    if args.list:
+    if args.list or args.engine_only:
         return 0
     counts = {c: sum(1 for r in results if r.category == c) for c in CATEGORIES}
     print("\n" + ", ".join(f"{counts[c]} {c}" for c in CATEGORIES) + f" ({len(results)} functions)")

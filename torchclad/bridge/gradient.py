@@ -21,7 +21,8 @@ def gradient(source: str, name: str, wrt: Any = None) -> "Gradient":
     """Differentiate ``name`` in the C++ ``source`` and JIT-compile its pullback.
 
     ``wrt`` is Clad's argument string (``"x, y"`` or ``"0, 2"``), a list of names, or None for
-    every floating parameter. Output arrays the function writes get adjoints even when ``wrt``
+    every floating parameter. Calling it, None for a pointer parameter passes ``nullptr`` (its
+    adjoint is null too, and its gradient None). Output arrays the function writes get adjoints even when ``wrt``
     leaves them out (the engine adds them), so ``grad_outputs`` can always seed them; the
     result tuple follows ``wrt``.
     """
@@ -74,6 +75,8 @@ class Gradient:
 
         tensors: dict[str, torch.Tensor] = {}
         for p, a in zip(k.params, args):
+            if p.pointer and a is None:
+                continue                      # a null pointer (its adjoint is null too)
             if p.pointer:
                 tensors[p.name] = _as_tensor(k, p, a)
             elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
@@ -87,7 +90,9 @@ class Gradient:
         values: list[Any] = []
         bufs: dict[str, torch.Tensor] = {}
         for p, a in zip(k.params, args):
-            if p.pointer:
+            if p.pointer and a is None:
+                values.append(0)
+            elif p.pointer:
                 t = tensors[p.name]
                 k.check_tensor(p, t, scalar)
                 bufs[p.name] = t.detach().clone(memory_format=torch.contiguous_format)
@@ -102,13 +107,16 @@ class Gradient:
         adjoints: dict[str, torch.Tensor] = {}
         for w in k.adjoints:
             p = k.by_name[w]
-            if p.pointer:
+            if p.pointer and w not in bufs:
+                adjoints[w] = None
+            elif p.pointer:
                 adjoints[w] = torch.zeros_like(bufs[w])
             else:
                 adjoints[w] = torch.zeros((), dtype=k.dtype_of(p, scalar))
         for key, g in grad_outputs.items():
             p = k.by_name.get(key)
-            if key not in adjoints or not (p.pointer or getattr(p, "reference", False)):
+            if key not in adjoints or adjoints[key] is None or \
+                    not (p.pointer or getattr(p, "reference", False)):
                 arrays = [w for w in k.adjoints if k.by_name[w].pointer or
                           getattr(k.by_name[w], "reference", False)]
                 raise ValueError(
@@ -123,7 +131,8 @@ class Gradient:
                 )
             adjoints[key].copy_(g.detach().reshape(adjoints[key].shape))
 
-        call = values + ([seed] if k.seeded else []) + [adjoints[w].data_ptr() for w in k.adjoints]
+        call = values + ([seed] if k.seeded else []) + [
+            0 if adjoints[w] is None else adjoints[w].data_ptr() for w in k.adjoints]
         k.binding("pullback", scalar)(*call)
 
         out = []

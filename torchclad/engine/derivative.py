@@ -46,6 +46,9 @@ class Derivative:
     # adjoints only, Clad's convention). The bridge uses it to decide whether outputs need a
     # copy around the sweep.
     sweep_writes_primal: bool = True
+    # a member function (`Cls::m`, generated as free functions of the object pointer _this):
+    # C++ callers use it; the Python bindings do not take an object
+    method: bool = False
 
     @property
     def code(self) -> str:

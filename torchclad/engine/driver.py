@@ -139,9 +139,13 @@ class Engine:
         writes = any(self.sweep_writes.get(n, False) for n, _ in funcs)
         src = dict(zip((p.uid for p in fn.params), fn.source_names or
                        tuple(p.name for p in fn.params)))
+        method = bool(fn.params) and fn.params[0].name == names.THIS and \
+            fn.params[0].type.record
         return Derivative(
-            name=name, params=tuple(_info(p, fn.template, src[p.uid]) for p in fn.params),
-            return_type=ParamInfo("", fn.ret.base, 0, False, fn.ret.real, fn.template),
+            name=fn.name, method=method,
+            params=tuple(_info(p, fn.template, src[p.uid]) for p in fn.params),
+            return_type=ParamInfo("", fn.ret.base, fn.ret.ptr, False, fn.ret.is_real_scalar,
+                                  fn.template),
             wrt=tuple(src[p.uid] for p in wrt_vars), adjoints=tuple(src[p.uid] for p in adjoints),
             template_params=fn.template, functions=funcs, source=self.source,
             filename=self.filename, sweep_writes_primal=writes)
@@ -157,7 +161,8 @@ class Engine:
                 self.log("generated " + n, t)
             self._add(g.texts)
             need = {n for n, _ in g.texts}.union(
-                *(needs[k] if k in needs else self.callees[k].needs for k in node.callees))
+                *(needs[k] if k in needs else self.callees[k].needs
+                  for k in node.callees if k != node.key and (k in needs or k in self.callees)))
             needs[node.key] = need
             if not node.top:
                 self.callees[node.key] = GeneratedCallee(callee_names(node.base), frozenset(need))

@@ -44,7 +44,7 @@ class Parameters:
 
 def parameters(fn: ir.Function, adjoints: tuple, adj_names: dict) -> Parameters:
     return Parameters([(p.type, p.name) for p in fn.params],
-                     [(fn.ret.value(), names.RESULT_ADJOINT)] if fn.ret.real else [],
+                     [(fn.ret.value(), names.RESULT_ADJOINT)] if fn.ret.is_real_scalar else [],
                      [(ir.Type(p.type.base, 1, False, (), True), adj_names[p.uid])
                       for p in adjoints])
 
@@ -67,7 +67,7 @@ def pullback_and_grad(base: str, fn: ir.Function, sig: Parameters, body: list,
     pb = names.pullback(base)
     out = [(pb, cpp.function(pb, ir.VOID, sig.params + sig.seed + sig.adjoints, body,
                              fn.template, comment))]
-    if fn.ret.real:
+    if fn.ret.is_real_scalar:
         one = ir.Cast(ir.Const("1", ir.INT), fn.ret.value(), "fn")
         args = tuple(_arg(_var(p)) for p in sig.params) + (one,) + \
             tuple(map(_var, sig.adjoints))
@@ -141,7 +141,7 @@ def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tupl
     """A requested function with a clad::custom_derivatives pullback: the pullback and the
     split pair call the primal and the custom pullback (no body is differentiated)."""
     cfn = module.customs[names.pullback(fn.name)]
-    n, ret = len(fn.params), (1 if fn.ret.real else 0)
+    n, ret = len(fn.params), (1 if fn.ret.is_real_scalar else 0)
     n_adj = len(cfn.params) - n - ret
     reals = [p for p in fn.params if p.type.real]
     if n_adj == n:
@@ -234,7 +234,7 @@ def promotion(module: ir.Module, fn: ir.Function, roots: set):
         if not calls:
             continue
         try:
-            al = activity_mod.find_aliases(caller, module.globals)
+            al = activity_mod.find_aliases(caller, module.globals, module)
         except DiffError:
             return lambda stmts: stmts
         for call in calls:

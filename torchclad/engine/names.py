@@ -137,6 +137,9 @@ def ref_temp(n: int) -> str:
     return f"{REF_TEMP}{n}"
 
 
+#: the local array that holds what a `new` allocates: _new0, ...
+NEW_BUFFER = "_new"
+
 #: the index of a range-based for over an array: _i0, ...
 RANGE_INDEX = "_i"
 

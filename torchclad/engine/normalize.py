@@ -177,7 +177,7 @@ class Normalizer:
                 return call
             if e.type.base == "void":
                 raise DiffError(self.loc, f"void function '{e.fn}' used as a value")
-            v = self.var(names.CALL_RESULT, e.type.value())
+            v = self.var(names.CALL_RESULT, e.type if e.type.ref else e.type.value())
             pre.append(ir.Decl(v, call, (), self.loc))
             return v
         if isinstance(e, ir.Cond) and (_has_user_call(e.then) or _has_user_call(e.other)):

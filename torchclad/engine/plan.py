@@ -4,7 +4,7 @@ A request is a function and the indices of its differentiated parameters (its ma
 analyzes the top request (normalize, activity, the reverse transform's collect walk,
 to-be-recorded), reads the requests its call sites make (the mask of a call site comes from
 the caller's activity there), and does the same for each new callee, depth first. A call
-that closes a cycle is a DiffError. The `Plan` lists every new request callees first, each
+that closes a cycle (recursion) calls the functions being planned. The `Plan` lists every new request callees first, each
 with its analyses, for `generate` to turn into text: nothing is generated while planning, and
 the callback the reverse transform asks about a callee only looks its names up.
 """
@@ -18,7 +18,6 @@ from .analysis import activity as activity_mod
 from .analysis import tbr
 from .analysis.effects import call_writes, written_params
 from .emit import cpp
-from .errors import DiffError
 from .normalize import normalize
 from .reverse import checkpoint
 from .reverse.transform import Callee, Reverse
@@ -82,7 +81,7 @@ def custom_callee(module: ir.Module, name: str) -> Callee:
     g = module.functions.get(name)
     sig = module.signatures.get(name)
     nparams = len(sig) if sig is not None else None
-    ret = 1 if (g is not None and g.ret.real) else 0
+    ret = 1 if (g is not None and g.ret.is_real_scalar) else 0
     if g is None and sig is not None:
         ret = 1 if len(cfn.params) - nparams in (nparams + 1, 1 + sum(
             1 for v in sig if v.type.real)) else 0
@@ -103,7 +102,7 @@ def adjoint_names(fn: ir.Function, act) -> dict:
            if act.mem_key_of(v) in act.globals}
     for v in vars_:
         name = names.adjoint(v.name)
-        if fn.ret.real and name == names.RESULT_ADJOINT:
+        if fn.ret.is_real_scalar and name == names.RESULT_ADJOINT:
             name = names.numbered_result_adjoint(plain)
         out[v.uid] = name
     return out
@@ -147,9 +146,8 @@ class Planner:
             return self.done[key]
         if key in self.planned:
             return callee_names(self.planned[key].base)
-        if any(k[0] == name for k in self.path):
-            raise DiffError(loc, f"recursive call to '{name}' is not supported in "
-                                 "differentiated code")
+        # a recursive call (key on the path) calls the functions being planned: the pullback
+        # calls itself, and the tape stays in step since each call pops what it pushed
         return callee_names(callee_base(fn, mask))
 
     def visit(self, fn: ir.Function, wrt: tuple, outputs: tuple, adjoints: tuple, top: bool,
@@ -166,7 +164,7 @@ class Planner:
             self.log("to-be-recorded (split) " + fn.name, an.split.dump(an.reverse.describe))
             callees = self._callees(an.reverse)
             for k in callees:
-                if k not in self.done and k not in self.planned:
+                if k not in self.done and k not in self.planned and k not in self.path:
                     self._visit_callee(*k)
         finally:
             self.path.pop()

@@ -111,6 +111,12 @@ def make_tu(derivatives: Any, name: str | None = None) -> TranslationUnit:
     derivs = tuple(derivatives)
     if not derivs:
         raise GlueError("make_tu: expected at least one Derivative, got none")
+    for d in derivs:
+        if getattr(d, "method", False):
+            raise GlueError(f"{d.name} is a member function: torchclad binds free functions "
+                            "for Python (call it from a free function and differentiate that; "
+                            "C++ code can call the generated functions, which take the object "
+                            "first)")
     names = [d.name for d in derivs]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

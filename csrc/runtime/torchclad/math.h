@@ -29,6 +29,14 @@ template <class A, class B> inline A d_min_a(A a, B b) {
   return a < b ? A(1) : (a == b ? A(0.5) : A(0));
 }
 
+// clamp(v, lo, hi): PyTorch's clamp passes the gradient to v on [lo, hi], to lo below it and
+// to hi above it.
+template <class V, class L, class H> inline V d_clamp_v(V v, L lo, H hi) {
+  return (v >= lo && v <= hi) ? V(1) : V(0);
+}
+template <class V, class L> inline L d_clamp_lo(V v, L lo) { return v < lo ? L(1) : L(0); }
+template <class V, class H> inline H d_clamp_hi(V v, H hi) { return v > hi ? H(1) : H(0); }
+
 // pow(x, p): d/dx = p * x^(p-1), with PyTorch's convention that p == 0 gives 0.
 template <class A, class B> inline auto d_pow_base(A x, B p) {
   using R = decltype(x * p);

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .. import ir
 from ..errors import DiffError
 from ..rules import math as rules
-from .effects import global_effects
+from .effects import call_root, global_effects
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Aliases:
         return ("var", root.uid)
 
 
-def find_aliases(fn: ir.Function, globals_: dict) -> Aliases:
+def find_aliases(fn: ir.Function, globals_: dict, module: "ir.Module | None" = None) -> Aliases:
     vars_ = {v.uid: v for v in fn.params}
     for g in globals_.values():
         vars_[g.var.uid] = g.var
@@ -67,9 +67,11 @@ def find_aliases(fn: ir.Function, globals_: dict) -> Aliases:
     while changed:
         changed = False
         for v, e, loc in assigns:
+            e = call_root(module, e) if module is not None and call_root(module, e) is not None \
+                else e               # p = f(a): f returns a pointer into a
             r = ir.root_var(e)
             if r is None:
-                if isinstance(e, ir.Const):
+                if isinstance(e, ir.Const) or ir.is_null(e):
                     continue            # nullptr
                 raise DiffError(loc, f"cannot tell which array pointer '{v.name}' points into; "
                                      "point it at a parameter or local array plus an offset")
@@ -172,7 +174,7 @@ class Activity:
 def analyze(fn: ir.Function, module: ir.Module, wrt: tuple, outputs: tuple,
             callee_effects, enabled: bool = True) -> Activity:
     """wrt / outputs: parameter Vars. callee_effects(call) -> set of param indices written."""
-    al = find_aliases(fn, module.globals)
+    al = find_aliases(fn, module.globals, module)
     edges: list = []
 
     def globals_of(call):

@@ -125,3 +125,40 @@ def global_effects(module: ir.Module, fn: ir.Function, _seen: frozenset = frozen
                         if g is not None and g.uid in writable:
                             written.add(g.uid)
     return frozenset(read), frozenset(written)
+
+
+def returned_param(module: ir.Module, fn: "ir.Function | None") -> "int | None":
+    """The index of the pointer (or reference) parameter whose memory the pointer or
+    reference fn returns points into, the same for every return (a null return aside);
+    None when fn returns a value, or when there is no such parameter."""
+    if fn is None or not fn.ret.ptr:
+        return None
+    idx = {p.uid: i for i, p in enumerate(fn.params)}
+    roots = {}
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Decl) and s.var.type.ptr and s.init is not None:
+            r = ir.root_var(s.init)
+            if r is not None:
+                roots[s.var.uid] = roots.get(r.uid, r.uid)
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and s.target.type.ptr:
+            r = ir.root_var(s.value)
+            if r is not None:
+                roots[s.target.uid] = roots.get(r.uid, r.uid)
+    found = set()
+    for s in ir.walk_stmts(fn.body):
+        if isinstance(s, ir.Return) and s.value is not None and not ir.is_null(s.value):
+            r = ir.root_var(s.value)
+            u = roots.get(r.uid, r.uid) if r is not None else None
+            if u not in idx or not fn.params[idx[u]].type.ptr:
+                return None
+            found.add(idx[u])
+    return found.pop() if len(found) == 1 else None
+
+
+def call_root(module: ir.Module, e) -> "ir.Expr | None":
+    """For a call of a function of the module returning a pointer into a parameter's memory:
+    the argument it points into."""
+    if not (isinstance(e, ir.Call) and e.user):
+        return None
+    k = returned_param(module, module.functions.get(ir.function_key(e.fn)))
+    return e.args[k] if k is not None and k < len(e.args) else None

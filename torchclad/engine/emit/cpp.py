@@ -9,12 +9,12 @@ _ATOM = 16
 
 
 def _is_ref(e) -> bool:
-    return isinstance(e, ir.Var) and e.type.ref
+    """A reference variable, or a call returning a reference (the IR holds its address)."""
+    return isinstance(e, (ir.Var, ir.Call)) and e.type.ref
 
 
 def _deref_of_ref(e):
-    """The reference variable `r` that `r[0]` / `*r` reads (the IR holds a reference as the
-    address it binds), else None."""
+    """The reference `r` (a variable or a call) that `r[0]` / `*r` reads, else None."""
     if isinstance(e, ir.Index) and _is_ref(e.base) and isinstance(e.index, ir.Const) and \
             e.index.text == "0":
         return e.base
@@ -70,11 +70,13 @@ class Printer:
     def _expr(self, e) -> str:
         r = _deref_of_ref(e)
         if r is not None:
-            return r.name
+            return r.name if isinstance(r, ir.Var) else self._call(r)
         if _binds_ref(e):
             return self._expr(e.operand)
         if isinstance(e, ir.Var):
             return "&" + e.name if e.type.ref else e.name
+        if isinstance(e, ir.Call) and e.type.ref:
+            return "&" + self._call(e)
         if isinstance(e, ir.Const):
             return e.text
         if isinstance(e, ir.Index):
@@ -100,27 +102,30 @@ class Printer:
             need_l = p + 1 if e.op == "||" and _is_op(e.lhs, "&&") else p
             need_r = p + 2 if e.op == "||" and _is_op(e.rhs, "&&") else p + 1
             return f"{self.expr(e.lhs, need_l)} {e.op} {self.expr(e.rhs, need_r)}"
-        if isinstance(e, ir.Call) and e.method:          # obj.m(args) / p->m(args)
-            obj, rest = e.args[0], ", ".join(self.expr(a) for a in e.args[1:])
-            if isinstance(obj, ir.Unary) and obj.op == "&":
-                return f"{self.expr(obj.operand, _ATOM)}.{e.method}({rest})"
-            return f"{self.expr(obj, _ATOM)}->{e.method}({rest})"
         if isinstance(e, ir.Call):
-            return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
+            return self._call(e)
         if isinstance(e, ir.Cond):
             return f"{self.expr(e.cond, 4)} ? {self.expr(e.then, 4)} : {self.expr(e.other, 3)}"
         if isinstance(e, ir.Cast):
             t = self.type(e.type)
             if e.style == "fn" and " " not in t and "*" not in t:
                 return f"{t}({self.expr(e.operand)})"
-            if e.style == "static":
-                return f"static_cast<{t}>({self.expr(e.operand)})"
+            if e.style in ("static", "const"):
+                return f"{e.style}_cast<{t}>({self.expr(e.operand)})"
             return f"({t}){self.expr(e.operand, 14)}"
         if isinstance(e, ir.TapePop):
             return f"{names.TAPE}.pop<{self.type(e.type)}>()"
         if isinstance(e, ir.Raw):
             return e.text.format(*[self.expr(r, _ATOM) for r in e.reads])
         raise TypeError(f"cannot print {type(e).__name__}")
+
+    def _call(self, e) -> str:
+        if e.method:                                   # obj.m(args) / p->m(args)
+            obj, rest = e.args[0], ", ".join(self.expr(a) for a in e.args[1:])
+            if isinstance(obj, ir.Unary) and obj.op == "&":
+                return f"{self.expr(obj.operand, _ATOM)}.{e.method}({rest})"
+            return f"{self.expr(obj, _ATOM)}->{e.method}({rest})"
+        return f"{e.fn}({', '.join(self.expr(a) for a in e.args)})"
 
     # ------------------------------------------------------------------ statements
     def stmts(self, stmts, indent: int) -> list:
@@ -137,6 +142,9 @@ class Printer:
             if s.init_list:
                 items = ", ".join(self.expr(x) for x in s.init_list)
                 text += " = {}" if items == "{}" else f" = {{{items}}}"
+        elif s.init is not None and s.var.type.ref and isinstance(s.init, ir.Call) and \
+                s.init.type.ref:
+            text += f" = {self._call(s.init)}"          # bound to what a call returns
         elif s.init is not None and s.var.type.ref and not _binds_ref(s.init):
             text += f" = *{self.expr(s.init, 14)}"      # a reference rebuilt from its address
         elif s.init is not None:
@@ -152,7 +160,7 @@ class Printer:
         if isinstance(s, ir.Decl):
             return self._decl(s)
         if isinstance(s, ir.ExprStmt):
-            return self.expr(s.expr)
+            return self._call(s.expr) if isinstance(s.expr, ir.Call) else self.expr(s.expr)
         raise TypeError(type(s).__name__)
 
     def stmt(self, s, indent: int) -> list:

@@ -5,15 +5,14 @@ Statements are lowered by :class:`~.statements.Statements`; the two halves meet 
 """
 from __future__ import annotations
 
-import ctypes
 import re
 from dataclasses import replace
 
-import clang.cindex as ci
 
 from .. import ir, names
 from ..errors import DiffError
 from . import fence
+from .literals import literal, tok_text
 from .parse import binary_op, unary_op
 from .scope import ASSIGN_OPS, TK, K, Scopes
 
@@ -80,20 +79,20 @@ class Expressions(Scopes):
         return ir.Const(_qualified(c), ir.Type(t.base, t.ptr, True, t.dims, t.real))
 
     def visit_integer_literal(self, c) -> ir.Expr:
-        text = _literal(c, False) or "0"
+        text = literal(c, False) or "0"
         base = "long" if re.search(r"[lL]$", text) else "int"
         if re.search(r"[uU]", text):
             base = "unsigned " + base
         return ir.Const(text, ir.Type(base))
 
     def visit_floating_literal(self, c) -> ir.Expr:
-        text = _literal(c, True) or "0.0"
+        text = literal(c, True) or "0.0"
         base = "float" if text[-1] in "fF" else (
             "long double" if text[-1] in "lL" else "double")
         return ir.Const(text, ir.Type(base, real=True))
 
     def visit_cxx_bool_literal_expr(self, c) -> ir.Expr:
-        return ir.Const(_tok_text(c) or "false", ir.BOOL)
+        return ir.Const(tok_text(c) or "false", ir.BOOL)
 
     def visit_cxx_null_ptr_literal_expr(self, c) -> ir.Expr:
         return ir.Const("nullptr", ir.Type("void", 1))
@@ -101,7 +100,7 @@ class Expressions(Scopes):
     visit_gnu_null_expr = visit_cxx_null_ptr_literal_expr     # NULL
 
     def visit_character_literal(self, c) -> ir.Expr:
-        return ir.Const(_tok_text(c), ir.Type("char"))
+        return ir.Const(tok_text(c), ir.Type("char"))
 
     def visit_cxx_unary_expr(self, c) -> ir.Expr:
         return ir.Const(" ".join(t.spelling for t in c.get_tokens()), ir.Type("size_t"))
@@ -223,12 +222,28 @@ class Expressions(Scopes):
 
     visit_cxx_functional_cast_expr = visit_cxx_static_cast_expr = visit_cstyle_cast_expr
 
+    def visit_cxx_const_cast_expr(self, c) -> ir.Expr:
+        """const_cast<T&>(x) / const_cast<T*>(p): the same value, const dropped (kept in the
+        printed code: `*const_cast<T*>(&x)`)."""
+        kids = [x for x in c.get_children() if x.kind.is_expression()]
+        e = self.undetached(self.expr(kids[-1]))
+        t = self.type_of(c.type, None, allow_ref=True)
+        if c.type.get_canonical().kind != TK.POINTER:     # const_cast<T&>: an lvalue of T
+            if not (isinstance(e, (ir.Index, ir.Member)) or
+                    (isinstance(e, ir.Var) and not e.type.is_memory)):
+                self.err(c, "const_cast of a value that is no variable or element")
+            p = ir.Type(t.base, 1, False, (), t.real, record=t.record, fields=t.fields)
+            addr = ir.Unary("&", e, ir.Type(t.base, 1, True, (), t.real, record=t.record,
+                                            fields=t.fields))
+            return ir.Unary("*", ir.Cast(addr, p, "const"), p.element())
+        return ir.Cast(e, t, "const")
+
     def visit_cxx_reinterpret_cast_expr(self, c) -> ir.Expr:
-        """reinterpret_cast, const_cast, dynamic_cast."""
+        """reinterpret_cast, dynamic_cast."""
         self.err(c, f"{c.kind.name.lower().replace('_expr', '').replace('cxx_', '')} is not "
                     "supported in differentiated code")
 
-    visit_cxx_const_cast_expr = visit_cxx_dynamic_cast_expr = visit_cxx_reinterpret_cast_expr
+    visit_cxx_dynamic_cast_expr = visit_cxx_reinterpret_cast_expr
 
     def visit_init_list_expr(self, c) -> ir.Expr:
         kids = list(c.get_children())
@@ -269,7 +284,18 @@ class Expressions(Scopes):
         rt = ir.Type(t.base, t.ptr, False, (), t.real)
         if self.nondiff(ref):                # not differentiated: a constant
             return self.detached(ir.Call(spelled, args, rt, False))
-        return ir.Call(spelled, args, rt, self.calls_user_function(c, name))
+        call = ir.Call(spelled, args, rt, self.calls_user_function(c, name))
+        return self.referred(call, ref)
+
+    def referred(self, call, ref) -> ir.Expr:
+        """A call of a function returning a reference: the IR call yields the address, the
+        expression is what it refers to (`f(x)` is `f(x)[0]`)."""
+        if not call.user or ref is None or \
+                ref.result_type.kind not in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+            return call       # a library function's reference result (std::max) is a value
+        t = self.type_of(ref.result_type, None, allow_ref=True)
+        return ir.Index(ir.Call(call.fn, call.args, t, call.user, call.method),
+                        ir.Const("0", ir.INT), t.element())
 
     def method_call(self, c, ref, callee, arg_cursors) -> ir.Expr:
         """`obj.m(a)` / `p->m(a)` / `m(a)` in a member function: a call of the engine's
@@ -290,7 +316,7 @@ class Expressions(Scopes):
         call = ir.Call(names.method(cls, ref.spelling), (ptr,) + args,
                        ir.Type(t.base, t.ptr, False, (), t.real), not self.nondiff(ref),
                        ref.spelling)
-        return self.detached(call) if self.nondiff(ref) else call
+        return self.detached(call) if self.nondiff(ref) else self.referred(call, ref)
 
     def visit_cxx_this_expr(self, c) -> ir.Expr:
         if self.this_obj is None:
@@ -373,54 +399,6 @@ class Expressions(Scopes):
                 return None
         return None
 
-
-
-# ---------------------------------------------------------------------- literals
-def _tok_text(c) -> str:
-    toks = [t.spelling for t in c.get_tokens()]
-    return toks[0] if len(toks) == 1 else "".join(toks)
-
-
-_NUMBER = re.compile(r"^(0[xX][0-9a-fA-F.pP+-]+|[0-9.]+([eE][+-]?[0-9]+)?)[fFlLuU]*$")
-
-
-def _literal(c, floating: bool) -> str:
-    """A literal's spelling. Under a macro expansion (M_PI, a #define'd constant) the
-    cursor's tokens are not the literal, so the value is evaluated and spelled instead."""
-    toks = [t.spelling for t in c.get_tokens()]
-    if len(toks) == 1 and _NUMBER.match(toks[0]):
-        return toks[0]
-    lib = _eval_lib()
-    res = lib.clang_Cursor_Evaluate(c)
-    if not res:
-        raise DiffError(None, "cannot read the value of a literal from a macro expansion")
-    try:
-        if floating:
-            v = lib.clang_EvalResult_getAsDouble(res)
-            text = repr(float(v))
-            if "e" not in text and "." not in text and "inf" not in text and "nan" not in text:
-                text += ".0"
-            return text + ("f" if c.type.kind == TK.FLOAT else "")
-        return str(lib.clang_EvalResult_getAsLongLong(res))
-    finally:
-        lib.clang_EvalResult_dispose(res)
-
-
-def _eval_lib():
-    """libclang's evaluation API with explicit ctypes signatures (the bindings leave the
-    result as int, which truncates the pointer)."""
-    lib = ci.conf.lib
-    if not getattr(lib, "_torchclad_eval_ready", False):
-        lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
-        lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
-        lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
-        lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
-        lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
-        lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
-        lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
-        lib.clang_EvalResult_dispose.restype = None
-        lib._torchclad_eval_ready = True
-    return lib
 
 
 # ---------------------------------------------------------------------- names of callees

@@ -19,8 +19,6 @@ UNSUPPORTED = {
     K.CXX_TRY_STMT: "exceptions (try/catch) are not supported in differentiated code",
     K.CXX_THROW_EXPR: "exceptions (throw) are not supported in differentiated code",
     K.LAMBDA_EXPR: "lambdas are not supported in differentiated code; write a free function",
-    K.CXX_NEW_EXPR: "new is not supported in differentiated code; pass preallocated buffers",
-    K.CXX_DELETE_EXPR: "delete is not supported in differentiated code",
     K.ASM_STMT: "inline assembly is not supported in differentiated code",
     K.CXX_TYPEID_EXPR: "typeid is not supported in differentiated code",
 }
@@ -77,11 +75,11 @@ def check(fn_cursor, filename: str) -> None:
 
 def _taken_method(ref, filename: str) -> bool:
     """Member functions the lowering takes: a struct's implicit copy assignment, a static
-    member function of a library class (`std::numeric_limits<double>::infinity()`), a
-    non-virtual one defined in this source."""
+    member function (`std::numeric_limits<double>::infinity()`), a non-virtual one defined
+    in this source."""
     if ref.spelling == "operator=":
         return True
     in_file = ref.location.file is not None and ref.location.file.name == filename
     if ref.is_static_method():
-        return not in_file
+        return True          # a plain call (its derivative, if needed, is a custom one)
     return in_file and not ref.is_virtual_method() and not ref.spelling.startswith("operator")

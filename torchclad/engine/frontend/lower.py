@@ -40,16 +40,13 @@ class Lowerer(Statements, Expressions, Records):
                     self.err(ch, "unnamed parameters are not supported")
                 params.append(self.new_var(ch, ch.spelling,
                                            self.type_of(ch.type, ch, allow_ref=True)))
-        ret = self.type_of(c.result_type, None)
-        if ret.ref:
-            self.err(c, f"'{c.spelling}' returns a reference; differentiated functions return "
-                        "a value (write outputs through reference or pointer parameters)")
-        if ret.record:
+        ret = self.type_of(c.result_type, c, allow_ref=True)
+        if ret.is_object:
             self.err(c, f"'{c.spelling}' returns a struct; return a number and write the "
                         "struct through a reference or pointer parameter")
-        if ret.ptr:
-            self.err(c, f"'{c.spelling}' returns a pointer; differentiated functions return "
-                        "float/double/void (write outputs through pointer parameters)")
+        # a pointer or a reference returned points into memory a parameter gives; the caller
+        # sees it as a pointer into that argument (effects.returned_param)
+        self.ret_type = ret
         body = None
         for ch in c.get_children():
             if ch.kind == K.COMPOUND_STMT:

@@ -10,7 +10,8 @@ here with what to write instead.
 """
 from __future__ import annotations
 
-from .. import ir
+from .. import ir, names
+from .literals import evaluate_int
 from .scope import TK, K, Scopes
 
 
@@ -188,6 +189,50 @@ class Records(Scopes):
             a, b = ir.Member(dst, name, ft), ir.Member(src, name, ft)
             out += self.copy_object(a, b, ft, L) if ft.is_object else [ir.Assign("=", a, b, L)]
         return out
+
+    # ------------------------------------------------------------------ new / delete
+    def visit_cxx_new_expr(self, c) -> ir.Expr:
+        """`new T(e)`, `new T{...}`, `new T[N]{...}` with N a constant, released by a delete
+        in the same function: a local array of N elements (`T _new0[N] = {...}`), which the
+        reverse sweep can still read after the forward's delete."""
+        if self.pre is None:
+            self.err(c, "new inside a conditionally evaluated expression is not supported")
+        toks = [t.spelling for t in c.get_tokens()]
+        kids = [x for x in c.get_children() if x.kind.is_expression()]
+        opener = next((t for t in toks[1:] if t in ("[", "(", "{")), "")
+        t = self.type_of(c.type.get_pointee(), c)
+        count, init = 1, kids[-1] if kids else None
+        if opener == "[":
+            n = self.constant(kids[0]) if kids else None
+            if n is None or n < 1:
+                self.err(c, "new[] with a size known only at run time is not supported; use "
+                            "a local array of a fixed size, or a buffer passed in")
+            count, init = n, kids[1] if len(kids) > 1 else None
+        if t.ptr or t.dims:
+            self.err(c, "new of a pointer or an array type is not supported")
+        buf = self.temp(names.NEW_BUFFER, ir.Type(t.base, 0, False, (str(count),), t.real,
+                                                    record=t.record, fields=t.fields))
+        L = self.loc(c)
+        if t.record:
+            self.pre.append(ir.Decl(buf, None, (ir.Const("{}", buf.type),), L))
+            if init is not None:
+                self.pre.extend(self.construct(ir.Index(buf, ir.Const("0", ir.INT), t),
+                                               t, init, c))
+            return buf
+        items = ()
+        if init is not None and init.kind == K.INIT_LIST_EXPR:
+            items = tuple(self.expr(x) for x in init.get_children())
+        elif init is not None:
+            items = (self.expr(init),)
+        self.pre.append(ir.Decl(buf, None, items or (ir.Const("{}", buf.type),), L))
+        return buf
+
+    def visit_cxx_delete_expr(self, c) -> ir.Expr:
+        """delete p: the memory of a `new` is a local array that ends with its scope."""
+        return ir.Const("0", ir.INT)
+
+    def constant(self, c) -> "int | None":
+        return evaluate_int(c)
 
     def record_assignment(self, c) -> "list | None":
         """`t = u` between struct objects (the implicit copy assignment), field by field;

@@ -42,6 +42,7 @@ class Scopes:
         self.n_temps: dict = {}           # prefix -> count of the lowering's temporaries
         self.this_obj = None              # the object whose implicit members are read
         self.nondiff_vars: set = set()    # uids of memory marked non_differentiable
+        self.ret_type = None              # the function's result type
         self.record_decls: dict = {}      # struct name -> its declaration cursor
         self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
 

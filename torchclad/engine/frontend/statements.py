@@ -80,6 +80,13 @@ class Statements(Scopes):
         if not ch:
             return [ir.Return(None, self.loc(c))]
         pre, value = self.effects(lambda: self.expr(ch[0]))
+        if self.ret_type is not None and self.ret_type.ref:     # return x: its address
+            value = self.undetached(value)
+            if not isinstance(value, (ir.Index, ir.Member)) and \
+                    not (isinstance(value, ir.Var) and not value.type.is_memory):
+                self.err(c, "a function returning a reference returns a variable or an "
+                            "element here; return a value instead")
+            value = ir.Unary("&", value, self.ret_type)
         return pre + [ir.Return(value, self.loc(c))]
 
     def visit_if_stmt(self, c) -> list:

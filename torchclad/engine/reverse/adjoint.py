@@ -291,7 +291,8 @@ class AdjointRules:
             if pb is None or not self.act.expr_active(arg):
                 continue
             # only the placeholders the rule spells become reads (printers and CSE see them)
-            values = {"d": d, "x0": e.args[0], "x1": e.args[-1], "y": y}
+            values = {"d": d, "x0": e.args[0], "x1": e.args[min(1, len(e.args) - 1)],
+                      "x2": e.args[min(2, len(e.args) - 1)], "y": y}
             used = [k for k in re.findall(r"\{(\w+)\}", pb)]
             order = list(dict.fromkeys(used))
             text = pb.format(**{k: "{%d}" % order.index(k) for k in order})

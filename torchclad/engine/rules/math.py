@@ -1,7 +1,8 @@
 """Derivative rules of the math functions, one declarative table.
 
 `pullbacks[k]` is the adjoint of argument k as C++ text with {d} (the incoming adjoint),
-{x0}, {x1} (the arguments, recomputed in the reverse sweep) and {y} (the call's result).
+{x0}, {x1}, {x2} (the arguments, recomputed in the reverse sweep) and {y} (the call's
+result).
 Helpers live in csrc/runtime/torchclad/math.h (namespace torchclad::rt). Kinks follow
 PyTorch: max/min ties split the gradient evenly, abs'(0) = 0.
 """
@@ -63,6 +64,12 @@ RULES = (
     # softmax, which the result does not depend on); defined in torchclad/runtime.h
     Rule(("torchclad::detach", "::torchclad::detach"), (None,), zero=True),
     Rule(_aliases("fmod"), ("{d}", f"-{{d}} * {RT}trunc_div({{x0}}, {{x1}})")),
+    # fma(a, b, c) = a * b + c
+    Rule(_aliases("fma"), ("{d} * {x1}", "{x0} * {d}", "{d}")),
+    # clamp(v, lo, hi): v where lo <= v <= hi (PyTorch's clamp), lo below, hi above
+    Rule(("std::clamp", "clamp"), (f"{{d}} * {RT}d_clamp_v({{x0}}, {{x1}}, {{x2}})",
+                                   f"{{d}} * {RT}d_clamp_lo({{x0}}, {{x1}})",
+                                   f"{{d}} * {RT}d_clamp_hi({{x0}}, {{x2}})")),
 )
 
 _BY_NAME = {}
