@@ -106,15 +106,7 @@ def build(case: RevCase, tu: Path, out_dir: Path) -> tuple[Path, float]:
         f'#include "oracles/{case.kernel}_backward.cpp"\n'
         f'#include "reverse/{case.kernel}_main.cpp"\n')
     exe = out_dir / f"{case.kernel}_bench"
-    flags, libs, _ = bl.kernel_build_flags()
-    cmd = [*bl.cxx(), *flags, f"-I{bl.HERE}", f"-I{bl.ROOT / 'csrc' / 'runtime'}",
-           *(f"-D{k}={v}" for k, v in case.defines.items()), str(prog), "-o", str(exe),
-           *(f"-l{lib}" for lib in libs)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"compiling the {case.kernel} benchmark failed:\n{proc.stderr[-4000:]}")
-    return exe, time.perf_counter() - t0
+    return exe, bl.compile_kernel_program(prog, exe, case.defines, case.kernel)
 
 
 def _paired(series: dict[str, list[float]], num: tuple[str, ...], den: tuple[str, ...]) -> dict | None:

@@ -410,6 +410,20 @@ def bench_threads() -> int:
         return 1
 
 
+def compile_kernel_program(prog: Path, exe: Path, defines: dict, what: str) -> float:
+    """Compile a benchmark program with the installed built-in kernels' flags (and this
+    directory and the runtime headers on the include path); the seconds it took."""
+    flags, libs, _ = kernel_build_flags()
+    cmd = [*cxx(), *flags, f"-I{HERE}", f"-I{ROOT / 'csrc' / 'runtime'}",
+           *(f"-D{k}={v}" for k, v in defines.items()), str(prog), "-o", str(exe),
+           *(f"-l{lib}" for lib in libs)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compiling the {what} benchmark failed:\n{proc.stderr[-4000:]}")
+    return time.perf_counter() - t0
+
+
 def cxx() -> list[str]:
     return (os.environ.get("CXX") or "g++").split()
 

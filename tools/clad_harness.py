@@ -260,24 +260,9 @@ class Values:
 
 def _evaluate(c, floating: bool):
     """clang's constant evaluation of a literal (one spelled through a macro argument)."""
-    import ctypes
-    ci = _ci()
-    lib = ci.conf.lib
-    lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
-    lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
-    lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
-    lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
-    lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
-    res = lib.clang_Cursor_Evaluate(c)
-    if not res:
-        return None
-    try:
-        return float(lib.clang_EvalResult_getAsDouble(res)) if floating else \
-            float(lib.clang_EvalResult_getAsLongLong(res))
-    finally:
-        lib.clang_EvalResult_dispose(res)
+    from torchclad.engine.frontend.literals import evaluate
+    v = evaluate(c, floating)
+    return None if v is None else float(v)
 
 
 def _resolve_fn(c, depth=0):

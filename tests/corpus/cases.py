@@ -592,6 +592,10 @@ CASES: list[Case] = [
              "assignment as a value"]),
     _c("comma_expr_neg", "comma_expr.cpp", "comma_expr", {"a": s(0.5, 1.5), "b": s(0.5, 1.5), "c": s(-1.5, -0.5)},
        tags=["comma operator", "other branch of ?:"]),
+    *[_c(f"cond_lvalue_{k}", "cond_lvalue.cpp", "cond_lvalue", {"x": s(*xr), "y": s(*yr)},
+         tags=["?: as an assignment target", "assignments in both branches"])
+      for k, (xr, yr) in enumerate((((0.5, 1.0), (-1.0, 0.0)), ((-1.0, -0.5), (0.5, 1.0)),
+                                    ((0.1, 0.3), (0.1, 0.2))))],
     _c("struct_fields", "struct_fields.cpp", "struct_fields", {"x": s(), "y": s(), "w": s()},
        tags=["struct", "default member initializer", "nested struct", "aggregate init", "struct copy",
              "struct assignment", "pointer to struct", "simple constructor", "member function"]),

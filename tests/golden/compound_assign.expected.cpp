@@ -25,10 +25,10 @@ void compound_assign_pullback(double x, double y, double _d_y, double* _d_x, dou
     _d_a += -_d_b;
     double _r_d3 = _d_b;
     _d_b = 0;
+    *_d_x += -_r_d3 * b / (x * x + 1.0) * x;
+    *_d_x += x * (-_r_d3 * b / (x * x + 1.0));
     b = _tape.pop<double>();
     _d_b += _r_d3 / (x * x + 1.0);
-    *_d_x += -_r_d3 * b / ((x * x + 1.0) * (x * x + 1.0)) * x;
-    *_d_x += x * (-_r_d3 * b / ((x * x + 1.0) * (x * x + 1.0)));
     double _r_d2 = _d_b;
     _d_b = 0;
     b = _tape.pop<double>();
@@ -37,9 +37,9 @@ void compound_assign_pullback(double x, double y, double _d_y, double* _d_x, dou
     _d_a += _d_b;
     double _r_d1 = _d_a;
     _d_a = 0;
+    *_d_y0 += -_r_d1 * a / (y + 3.0);
     a = _tape.pop<double>();
     _d_a += _r_d1 / (y + 3.0);
-    *_d_y0 += -_r_d1 * a / ((y + 3.0) * (y + 3.0));
     double _r_d0 = _d_a;
     _d_a = 0;
     a = _tape.pop<double>();
@@ -89,10 +89,10 @@ void compound_assign_reverse_sweep(double x, double y, double _d_y, double* _d_x
     _d_a += -_d_b;
     double _r_d3 = _d_b;
     _d_b = 0;
+    *_d_x += -_r_d3 * b / (x * x + 1.0) * x;
+    *_d_x += x * (-_r_d3 * b / (x * x + 1.0));
     b = _tape.pop<double>();
     _d_b += _r_d3 / (x * x + 1.0);
-    *_d_x += -_r_d3 * b / ((x * x + 1.0) * (x * x + 1.0)) * x;
-    *_d_x += x * (-_r_d3 * b / ((x * x + 1.0) * (x * x + 1.0)));
     double _r_d2 = _d_b;
     _d_b = 0;
     b = _tape.pop<double>();
@@ -101,9 +101,9 @@ void compound_assign_reverse_sweep(double x, double y, double _d_y, double* _d_x
     _d_a += _d_b;
     double _r_d1 = _d_a;
     _d_a = 0;
+    *_d_y0 += -_r_d1 * a / (y + 3.0);
     a = _tape.pop<double>();
     _d_a += _r_d1 / (y + 3.0);
-    *_d_y0 += -_r_d1 * a / ((y + 3.0) * (y + 3.0));
     double _r_d0 = _d_a;
     _d_a = 0;
     a = _tape.pop<double>();

@@ -1,6 +1,7 @@
 template <typename T>
 void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B, int L, int C, int NH, T* _d_out, T* _d_preatt, T* _d_att, T* _d_inp) {
     torchclad::Tape _tape;
+    bool _disjoint0 = (long)L >= 0 && (long)L * (long)L >= 0 && (long)L * (long)L * (long)NH >= 0;
     int hs = C / NH;
     T scale = T(1) / std::sqrt(T(hs));
     for (int b = 0; b < B; ++b) {
@@ -15,23 +16,31 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                     for (int i = 0; i < hs; ++i) {
                         dot += base[t * 3 * C + h * hs + i] * base[s * 3 * C + C + h * hs + i];
                     }
-                    _tape.push(pre[s]);
+                    if (!_disjoint0) {
+                        _tape.push(pre[s]);
+                    }
                     pre[s] = dot * scale;
                     _tape.push(mx);
                     mx = pre[s] > mx ? pre[s] : mx;
                 }
                 T sum = 0;
                 for (int s = 0; s <= t; ++s) {
-                    _tape.push(w[s]);
+                    if (!_disjoint0) {
+                        _tape.push(w[s]);
+                    }
                     w[s] = std::exp(pre[s] - mx);
                     sum += w[s];
                 }
                 for (int s = 0; s <= t; ++s) {
-                    _tape.push(w[s]);
+                    if (!_disjoint0) {
+                        _tape.push(w[s]);
+                    }
                     w[s] = w[s] / sum;
                 }
                 for (int s = t + 1; s < L; ++s) {
-                    _tape.push(w[s]);
+                    if (!_disjoint0) {
+                        _tape.push(w[s]);
+                    }
                     w[s] = 0;
                 }
                 T* o = out + (b * L + t) * C + h * hs;
@@ -70,20 +79,26 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                 }
                 for (int s = L; s-- > (t + 1); ) {
                     _d_att[w - att + s] = 0;
-                    w[s] = _tape.pop<T>();
+                    if (!_disjoint0) {
+                        w[s] = _tape.pop<T>();
+                    }
                 }
                 for (int s = t + 1; s-- > 0; ) {
                     T _r_d3 = _d_att[w - att + s];
                     _d_att[w - att + s] = 0;
-                    w[s] = _tape.pop<T>();
+                    _d_sum += -_r_d3 * w[s] / sum;
+                    if (!_disjoint0) {
+                        w[s] = _tape.pop<T>();
+                    }
                     _d_att[w - att + s] += _r_d3 / sum;
-                    _d_sum += -_r_d3 * w[s] / (sum * sum);
                 }
                 for (int s = t + 1; s-- > 0; ) {
                     _d_att[w - att + s] += _d_sum;
                     T _r_d2 = _d_att[w - att + s];
                     _d_att[w - att + s] = 0;
-                    w[s] = _tape.pop<T>();
+                    if (!_disjoint0) {
+                        w[s] = _tape.pop<T>();
+                    }
                     const T _cse0 = std::exp(pre[s] - mx);
                     _d_preatt[pre - preatt + s] += _r_d2 * _cse0;
                     _d_mx += -(_r_d2 * _cse0);
@@ -100,7 +115,9 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                     }
                     T _r_d0 = _d_preatt[pre - preatt + s];
                     _d_preatt[pre - preatt + s] = 0;
-                    pre[s] = _tape.pop<T>();
+                    if (!_disjoint0) {
+                        pre[s] = _tape.pop<T>();
+                    }
                     _d_dot += _r_d0 * scale;
                     for (int i = 0; i < hs; ++i) {
                         _d_inp[base - inp + (t * 3 * C + h * hs + i)] += _d_dot * base[s * 3 * C + C + h * hs + i];
@@ -114,6 +131,7 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
 
 template <typename T>
 void attention_forward_t_reverse_forw(T* out, T* preatt, T* att, const T* inp, int B, int L, int C, int NH, torchclad::Tape& _tape) {
+    bool _disjoint0 = (long)L >= 0 && (long)L * (long)L >= 0 && (long)L * (long)L * (long)NH >= 0;
     int hs = C / NH;
     T scale = T(1) / std::sqrt(T(hs));
     for (int b = 0; b < B; ++b) {
@@ -128,23 +146,31 @@ void attention_forward_t_reverse_forw(T* out, T* preatt, T* att, const T* inp, i
                     for (int i = 0; i < hs; ++i) {
                         dot += base[t * 3 * C + h * hs + i] * base[s * 3 * C + C + h * hs + i];
                     }
-                    _tape.push(pre[s]);
+                    if (!_disjoint0) {
+                        _tape.push(pre[s]);
+                    }
                     pre[s] = dot * scale;
                     _tape.push(mx);
                     mx = pre[s] > mx ? pre[s] : mx;
                 }
                 T sum = 0;
                 for (int s = 0; s <= t; ++s) {
-                    _tape.push(w[s]);
+                    if (!_disjoint0) {
+                        _tape.push(w[s]);
+                    }
                     w[s] = std::exp(pre[s] - mx);
                     sum += w[s];
                 }
                 for (int s = 0; s <= t; ++s) {
-                    _tape.push(w[s]);
+                    if (!_disjoint0) {
+                        _tape.push(w[s]);
+                    }
                     w[s] = w[s] / sum;
                 }
                 for (int s = t + 1; s < L; ++s) {
-                    _tape.push(w[s]);
+                    if (!_disjoint0) {
+                        _tape.push(w[s]);
+                    }
                     w[s] = 0;
                 }
                 T* o = out + (b * L + t) * C + h * hs;
@@ -164,6 +190,7 @@ void attention_forward_t_reverse_forw(T* out, T* preatt, T* att, const T* inp, i
 
 template <typename T>
 void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, int B, int L, int C, int NH, T* _d_out, T* _d_preatt, T* _d_att, T* _d_inp, torchclad::Tape& _tape) {
+    bool _disjoint0 = (long)L >= 0 && (long)L * (long)L >= 0 && (long)L * (long)L * (long)NH >= 0;
     int hs = C / NH;
     T scale = T(1) / std::sqrt(T(hs));
     for (int b = B; b-- > 0; ) {
@@ -189,20 +216,26 @@ void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, 
                 }
                 for (int s = L; s-- > (t + 1); ) {
                     _d_att[w - att + s] = 0;
-                    w[s] = _tape.pop<T>();
+                    if (!_disjoint0) {
+                        w[s] = _tape.pop<T>();
+                    }
                 }
                 for (int s = t + 1; s-- > 0; ) {
                     T _r_d3 = _d_att[w - att + s];
                     _d_att[w - att + s] = 0;
-                    w[s] = _tape.pop<T>();
+                    _d_sum += -_r_d3 * w[s] / sum;
+                    if (!_disjoint0) {
+                        w[s] = _tape.pop<T>();
+                    }
                     _d_att[w - att + s] += _r_d3 / sum;
-                    _d_sum += -_r_d3 * w[s] / (sum * sum);
                 }
                 for (int s = t + 1; s-- > 0; ) {
                     _d_att[w - att + s] += _d_sum;
                     T _r_d2 = _d_att[w - att + s];
                     _d_att[w - att + s] = 0;
-                    w[s] = _tape.pop<T>();
+                    if (!_disjoint0) {
+                        w[s] = _tape.pop<T>();
+                    }
                     const T _cse0 = std::exp(pre[s] - mx);
                     _d_preatt[pre - preatt + s] += _r_d2 * _cse0;
                     _d_mx += -(_r_d2 * _cse0);
@@ -219,7 +252,9 @@ void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, 
                     }
                     T _r_d0 = _d_preatt[pre - preatt + s];
                     _d_preatt[pre - preatt + s] = 0;
-                    pre[s] = _tape.pop<T>();
+                    if (!_disjoint0) {
+                        pre[s] = _tape.pop<T>();
+                    }
                     _d_dot += _r_d0 * scale;
                     for (int i = 0; i < hs; ++i) {
                         _d_inp[base - inp + (t * 3 * C + h * hs + i)] += _d_dot * base[s * 3 * C + C + h * hs + i];

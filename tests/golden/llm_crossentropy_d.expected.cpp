@@ -4,22 +4,35 @@ void crossentropy_forward_d_pullback(double* losses, const double* logits, const
         for (int t = 0; t < T; ++t) {
             const double* z = logits + b * T * V + t * V;
             double mx = z[0];
+            double _v0 = mx;
+            bool _took0 = false;
+            int _at0 = int(0);
             for (int j = 1; j < V; ++j) {
-                _tape.push(mx);
-                mx = z[j] > mx ? z[j] : mx;
+                if (z[j] > _v0) {
+                    _v0 = z[j];
+                    _took0 = true;
+                    _at0 = j;
+                }
             }
+            bool _t0 = _took0;
+            if (_t0) {
+                mx = z[_at0];
+            }
+            _tape.push(_t0);
             double se = 0.0;
             for (int j = 0; j < V; ++j) {
                 se += std::exp(z[j] - mx);
             }
             losses[b * T + t] = mx + std::log(se) - z[targets[b * T + t]];
             _tape.push(mx);
+            _tape.push(_at0);
             _tape.push(se);
         }
     }
     for (int b = B; b-- > 0; ) {
         for (int t = T; t-- > 0; ) {
             double se = _tape.pop<double>();
+            int _at0 = _tape.pop<int>();
             double mx = _tape.pop<double>();
             const double* z = logits + b * T * V + t * V;
             double _d_mx = double(0);
@@ -49,15 +62,10 @@ void crossentropy_forward_d_pullback(double* losses, const double* logits, const
                     _d_mx += _lane0[_j0];
                 }
             }
-            for (int j = V; j-- > 1; ) {
+            if (_tape.pop<bool>()) {
                 double _r_d0 = _d_mx;
                 _d_mx = 0;
-                mx = _tape.pop<double>();
-                if (z[j] > mx) {
-                    _d_logits[z - logits + j] += _r_d0;
-                } else {
-                    _d_mx += _r_d0;
-                }
+                _d_logits[z - logits + _at0] += _r_d0;
             }
             _d_logits[z - logits] += _d_mx;
         }
@@ -69,16 +77,28 @@ void crossentropy_forward_d_reverse_forw(double* losses, const double* logits, c
         for (int t = 0; t < T; ++t) {
             const double* z = logits + b * T * V + t * V;
             double mx = z[0];
+            double _v0 = mx;
+            bool _took0 = false;
+            int _at0 = int(0);
             for (int j = 1; j < V; ++j) {
-                _tape.push(mx);
-                mx = z[j] > mx ? z[j] : mx;
+                if (z[j] > _v0) {
+                    _v0 = z[j];
+                    _took0 = true;
+                    _at0 = j;
+                }
             }
+            bool _t0 = _took0;
+            if (_t0) {
+                mx = z[_at0];
+            }
+            _tape.push(_t0);
             double se = 0.0;
             for (int j = 0; j < V; ++j) {
                 se += std::exp(z[j] - mx);
             }
             losses[b * T + t] = mx + std::log(se) - z[targets[b * T + t]];
             _tape.push(mx);
+            _tape.push(_at0);
             _tape.push(se);
         }
     }
@@ -88,6 +108,7 @@ void crossentropy_forward_d_reverse_sweep(double* losses, const double* logits, 
     for (int b = B; b-- > 0; ) {
         for (int t = T; t-- > 0; ) {
             double se = _tape.pop<double>();
+            int _at0 = _tape.pop<int>();
             double mx = _tape.pop<double>();
             const double* z = logits + b * T * V + t * V;
             double _d_mx = double(0);
@@ -117,15 +138,10 @@ void crossentropy_forward_d_reverse_sweep(double* losses, const double* logits, 
                     _d_mx += _lane0[_j0];
                 }
             }
-            for (int j = V; j-- > 1; ) {
+            if (_tape.pop<bool>()) {
                 double _r_d0 = _d_mx;
                 _d_mx = 0;
-                mx = _tape.pop<double>();
-                if (z[j] > mx) {
-                    _d_logits[z - logits + j] += _r_d0;
-                } else {
-                    _d_mx += _r_d0;
-                }
+                _d_logits[z - logits + _at0] += _r_d0;
             }
             _d_logits[z - logits] += _d_mx;
         }

@@ -1,19 +1,30 @@
 void softmax_forward_d_pullback(double* probs, const double* logits, int N, int V, double* _d_probs, double* _d_logits) {
     torchclad::Tape _tape;
+    bool _disjoint0 = (long)V >= 0;
     for (int r = 0; r < N; ++r) {
         const double* z = logits + r * V;
         double* p = probs + r * V;
         double mx = z[0];
+        double _v0 = mx;
+        bool _took0 = false;
+        int _at0 = int(0);
         for (int j = 1; j < V; ++j) {
-            bool _t0 = z[j] > mx;
-            if (_t0) {
-                mx = z[j];
+            if (z[j] > _v0) {
+                _v0 = z[j];
+                _took0 = true;
+                _at0 = j;
             }
-            _tape.push(_t0);
         }
+        bool _t0 = _took0;
+        if (_t0) {
+            mx = z[_at0];
+        }
+        _tape.push(_t0);
         double sum = 0.0;
         for (int j = 0; j < V; ++j) {
-            _tape.push(p[j]);
+            if (!_disjoint0) {
+                _tape.push(p[j]);
+            }
             p[j] = std::exp(z[j] - mx);
             sum += p[j];
         }
@@ -23,10 +34,12 @@ void softmax_forward_d_pullback(double* probs, const double* logits, int N, int 
             p[j] = p[j] * inv;
         }
         _tape.push(mx);
+        _tape.push(_at0);
         _tape.push(sum);
     }
     for (int r = N; r-- > 0; ) {
         double sum = _tape.pop<double>();
+        int _at0 = _tape.pop<int>();
         double mx = _tape.pop<double>();
         const double* z = logits + r * V;
         double* p = probs + r * V;
@@ -46,37 +59,48 @@ void softmax_forward_d_pullback(double* probs, const double* logits, int N, int 
             _d_probs[p - probs + j] += _d_sum;
             double _r_d1 = _d_probs[p - probs + j];
             _d_probs[p - probs + j] = 0;
-            p[j] = _tape.pop<double>();
+            if (!_disjoint0) {
+                p[j] = _tape.pop<double>();
+            }
             const double _cse0 = std::exp(z[j] - mx);
             _d_logits[z - logits + j] += _r_d1 * _cse0;
             _d_mx += -(_r_d1 * _cse0);
         }
-        for (int j = V; j-- > 1; ) {
-            if (_tape.pop<bool>()) {
-                double _r_d0 = _d_mx;
-                _d_mx = 0;
-                _d_logits[z - logits + j] += _r_d0;
-            }
+        if (_tape.pop<bool>()) {
+            double _r_d0 = _d_mx;
+            _d_mx = 0;
+            _d_logits[z - logits + _at0] += _r_d0;
         }
         _d_logits[z - logits] += _d_mx;
     }
 }
 
 void softmax_forward_d_reverse_forw(double* probs, const double* logits, int N, int V, torchclad::Tape& _tape) {
+    bool _disjoint0 = (long)V >= 0;
     for (int r = 0; r < N; ++r) {
         const double* z = logits + r * V;
         double* p = probs + r * V;
         double mx = z[0];
+        double _v0 = mx;
+        bool _took0 = false;
+        int _at0 = int(0);
         for (int j = 1; j < V; ++j) {
-            bool _t0 = z[j] > mx;
-            if (_t0) {
-                mx = z[j];
+            if (z[j] > _v0) {
+                _v0 = z[j];
+                _took0 = true;
+                _at0 = j;
             }
-            _tape.push(_t0);
         }
+        bool _t0 = _took0;
+        if (_t0) {
+            mx = z[_at0];
+        }
+        _tape.push(_t0);
         double sum = 0.0;
         for (int j = 0; j < V; ++j) {
-            _tape.push(p[j]);
+            if (!_disjoint0) {
+                _tape.push(p[j]);
+            }
             p[j] = std::exp(z[j] - mx);
             sum += p[j];
         }
@@ -86,13 +110,16 @@ void softmax_forward_d_reverse_forw(double* probs, const double* logits, int N, 
             p[j] = p[j] * inv;
         }
         _tape.push(mx);
+        _tape.push(_at0);
         _tape.push(sum);
     }
 }
 
 void softmax_forward_d_reverse_sweep(double* probs, const double* logits, int N, int V, double* _d_probs, double* _d_logits, torchclad::Tape& _tape) {
+    bool _disjoint0 = (long)V >= 0;
     for (int r = N; r-- > 0; ) {
         double sum = _tape.pop<double>();
+        int _at0 = _tape.pop<int>();
         double mx = _tape.pop<double>();
         const double* z = logits + r * V;
         double* p = probs + r * V;
@@ -112,17 +139,17 @@ void softmax_forward_d_reverse_sweep(double* probs, const double* logits, int N,
             _d_probs[p - probs + j] += _d_sum;
             double _r_d1 = _d_probs[p - probs + j];
             _d_probs[p - probs + j] = 0;
-            p[j] = _tape.pop<double>();
+            if (!_disjoint0) {
+                p[j] = _tape.pop<double>();
+            }
             const double _cse0 = std::exp(z[j] - mx);
             _d_logits[z - logits + j] += _r_d1 * _cse0;
             _d_mx += -(_r_d1 * _cse0);
         }
-        for (int j = V; j-- > 1; ) {
-            if (_tape.pop<bool>()) {
-                double _r_d0 = _d_mx;
-                _d_mx = 0;
-                _d_logits[z - logits + j] += _r_d0;
-            }
+        if (_tape.pop<bool>()) {
+            double _r_d0 = _d_mx;
+            _d_mx = 0;
+            _d_logits[z - logits + _at0] += _r_d0;
         }
         _d_logits[z - logits] += _d_mx;
     }

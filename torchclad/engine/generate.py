@@ -93,22 +93,33 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     rv, body = an.reverse, an.fn.body
     roots = set(rv.adj_names.values())
     sig = parameters(fn, node.adjoints, rv.adj_names)
-    forward = dead_code(Assembler(rv, an.split, split=True).fwd_block(body, (), top=True))
+    flags = disjoint_flags(rv, an.split)
+    forward = flags + dead_code(Assembler(rv, an.split, split=True).fwd_block(body, (), top=True))
     promote = promotion(module, fn, roots)
-    sweep = promote(dead_resets(dead_code(cse_calls(
+    sweep = flags + promote(dead_resets(dead_code(cse_calls(
         Assembler(rv, an.split, split=True).rev_block(body, (), top=True)))))
     writes = writes_primal(fn, sweep, roots, sweep_writes)
     decls, reset = global_adjoints(an)
     texts = list(decls)
     if node.top:
         asm = Assembler(rv, an.combined, split=False)
-        combined = reset + promote(dead_resets(dead_code(cse_calls(
-            asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
+        combined = reset + disjoint_flags(rv, an.combined) + promote(dead_resets(dead_code(
+            cse_calls(asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
         if uses_tape(combined):
             combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
         texts += pullback_and_grad(node.base, fn, sig, combined)
     texts += split_pair(node.base, fn, sig, reset + forward, sweep)
     return Generated(tuple(texts), writes)
+
+
+def disjoint_flags(rv, rec) -> list:
+    """`bool _disjoint<k> = <test>;` for each condition of rec's conditional records: on
+    entry, whether the elements those writes overwrite are never read before them (then
+    they record nothing)."""
+    regions = rv.facts.regions
+    return [ir.Decl(ir.Var(names.numbered(names.DISJOINT_FLAG, k), ir.BOOL, 0),
+                    regions.condition(facts))
+            for k, facts in enumerate(rec.conditions())]
 
 
 def global_adjoints(an) -> tuple:

@@ -137,6 +137,14 @@ def ref_temp(n: int) -> str:
     return f"{REF_TEMP}{n}"
 
 
+#: whether the elements a write overwrites are never read before it (tested on entry;
+#: the write records only when it is false): _disjoint0, ...
+DISJOINT_FLAG = "_disjoint"
+
+#: a loop's conditional overwrite of a scalar (engine/lastwrite.py): the loop's own copy of
+#: it, whether it was overwritten, and at which counter: _v0, _took0, _at0
+LAST_VALUE, LAST_TAKEN, LAST_INDEX = "_v", "_took", "_at"
+
 #: the local array that holds what a `new` allocates: _new0, ...
 NEW_BUFFER = "_new"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import ir, names, rewrite
+from . import ir, lastwrite, names, rewrite
 from .errors import DiffError
 
 TRUE = ir.Const("true", ir.BOOL)
@@ -76,6 +76,7 @@ class Normalizer:
     # -------------------------------------------------------------- entry
     def run(self) -> ir.Function:
         body = self.simplify_ops(self.copy_moved_params(self.fn.body))
+        body = lastwrite.rewrite_block(body, self.var)
         returns = [s for s in ir.walk_stmts(body) if isinstance(s, ir.Return)]
         tail = bool(body.stmts) and isinstance(body.stmts[-1], ir.Return)
         if self.fn.ret.base != "void" and not returns:

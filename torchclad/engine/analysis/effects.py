@@ -8,10 +8,9 @@ from __future__ import annotations
 from .. import ir
 
 
-def memory_params(fn: ir.Function) -> tuple:
-    """(read, written): indices of pointer params whose memory the function reads / writes
-    (directly, through pointer locals, or by passing them on to a callee)."""
-    idx = {p.uid: i for i, p in enumerate(fn.params) if p.type.is_pointer}
+def pointer_roots(fn: ir.Function) -> dict:
+    """pointer local uid -> uid of the variable it points into (through the pointer locals
+    it is set from), in one pass over fn in program order."""
     roots = {}
     for s in ir.walk_stmts(fn.body):
         if isinstance(s, ir.Decl) and s.var.type.is_pointer and s.init is not None:
@@ -23,6 +22,14 @@ def memory_params(fn: ir.Function) -> tuple:
             r = ir.root_var(s.value)
             if r is not None:
                 roots[s.target.uid] = roots.get(r.uid, r.uid)
+    return roots
+
+
+def memory_params(fn: ir.Function) -> tuple:
+    """(read, written): indices of pointer params whose memory the function reads / writes
+    (directly, through pointer locals, or by passing them on to a callee)."""
+    idx = {p.uid: i for i, p in enumerate(fn.params) if p.type.is_pointer}
+    roots = pointer_roots(fn)
 
     def param_of(e):
         r = ir.root_var(e)
@@ -134,16 +141,7 @@ def returned_param(module: ir.Module, fn: "ir.Function | None") -> "int | None":
     if fn is None or not fn.ret.ptr:
         return None
     idx = {p.uid: i for i, p in enumerate(fn.params)}
-    roots = {}
-    for s in ir.walk_stmts(fn.body):
-        if isinstance(s, ir.Decl) and s.var.type.ptr and s.init is not None:
-            r = ir.root_var(s.init)
-            if r is not None:
-                roots[s.var.uid] = roots.get(r.uid, r.uid)
-        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and s.target.type.ptr:
-            r = ir.root_var(s.value)
-            if r is not None:
-                roots[s.target.uid] = roots.get(r.uid, r.uid)
+    roots = pointer_roots(fn)
     found = set()
     for s in ir.walk_stmts(fn.body):
         if isinstance(s, ir.Return) and s.value is not None and not ir.is_null(s.value):

@@ -50,9 +50,27 @@ class Recording:
     recorded: frozenset                 # paths of writes whose old value is recorded
     plans: dict                         # scope path -> ScopePlan
     uses: tuple                         # (path, key) after the fixed point, for printers
+    keys: dict = field(default_factory=dict)   # path -> the objects recorded there
+    # path -> facts (analysis/regions.py) under which its record is not needed: the write
+    # records only when a test of them on entry fails
+    conditional: dict = field(default_factory=dict)
 
     def must_record(self, path: tuple) -> bool:
         return path in self.recorded
+
+    def conditions(self) -> list:
+        """The distinct fact sets of the conditional records, in a fixed order: the k-th is
+        tested on entry into the flag `_disjoint<k>`."""
+        return sorted(set(self.conditional.values()), key=lambda f: sorted(map(sorted, f)))
+
+    def condition_index(self, path: tuple) -> "int | None":
+        f = self.conditional.get(path)
+        return None if f is None else self.conditions().index(f)
+
+    def recorded_at(self, path: tuple) -> frozenset:
+        """The objects whose old values the statement at path records (an assignment from a
+        call may record its target and what the call writes through its arguments)."""
+        return self.keys.get(path, frozenset())
 
     def plan(self, scope: tuple) -> ScopePlan:
         return self.plans.get(scope, ScopePlan((), ()))
@@ -86,6 +104,14 @@ class Facts:
     params: set = field(default_factory=set)          # uids of the function's parameters
     globals: set = field(default_factory=set)         # uids of the non-const globals used
     write_once: set = field(default_factory=set)      # memory keys promised write-once
+    # element-sensitive memory (analysis/regions.py): the offsets of the elements a
+    # derivative reads ((path, key) -> [access or None]) and a write overwrites
+    regions: object = None
+    # (path, key): what the derivative at path reads of key is the value the statement there
+    # wrote (its result), so the statement's own write is no conflict
+    result_uses: set = field(default_factory=set)
+    use_regions: dict = field(default_factory=dict)
+    write_regions: dict = field(default_factory=dict)
 
 
 def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recording:
@@ -194,6 +220,9 @@ class _Planner:
     def records(self, uses_now):
         facts, loops = self.facts, self.loops
         rec, more, restored = set(), [], []
+        self.rec_keys: dict = {}
+        self.conditional: dict = {}
+        self.unconditional: set = set()
         for pw, key, restore_reads in facts.writes:
             if key in facts.write_once:
                 continue              # never overwrites a value anyone reads
@@ -202,13 +231,48 @@ class _Planner:
             # a callee's sweep reads what the call itself wrote in its post-call state: its own
             # read conflicts with its own write only when a loop repeats the call
             again = by_call and any(L[:len(scope)] == scope and pw[:len(L)] == L for L in loops)
-            if (not self.enabled and not by_call) or any(
-                    k == key and (pu != pw or not by_call or again) and
-                    may_precede(pu, pw, scope, loops) for pu, k in uses_now):
+            verdict: object = not self.enabled and not by_call
+            for pu, k in uses_now:
+                if verdict is True:
+                    break
+                # a derivative reading what this very write wrote: no conflict in the same
+                # iteration (in an earlier one, the elements decide)
+                result = pu == pw and (pu, key) in facts.result_uses
+                if result and not any(L[:len(scope)] == scope and pw[:len(L)] == L
+                                      for L in loops):
+                    continue
+                if k == key and (pu != pw or not by_call or again) and \
+                        may_precede(pu, pw, scope, loops):
+                    v = self.element_conflict(pu, pw, key, scope, result)
+                    verdict = v if verdict is False else (
+                        v if v is True else (verdict | v if v else verdict))
+            if verdict is not False:
                 rec.add(pw)
+                self.rec_keys.setdefault(pw, set()).add(key)
+                if verdict is not True:
+                    self.conditional[pw] = self.conditional.get(pw, frozenset()) | verdict
+                else:
+                    self.unconditional.add(pw)
                 more.extend((pw, k) for k in restore_reads if k != ("call",))
                 restored.append((pw, key))
         return rec, more, restored
+
+    def element_conflict(self, pu, pw, key, scope, result: bool = False):
+        """The element-sensitive answer (regions.Regions.conflict) for a use and a write of
+        one object; True when either's elements are not known."""
+        f = self.facts
+        if f.regions is None or key[0] != "mem" or (pw, key) not in f.write_regions or \
+                (pu, key) not in f.use_regions:
+            return True
+        w = f.write_regions[(pw, key)]
+        verdict: object = False
+        for u in f.use_regions[(pu, key)]:
+            v = f.regions.conflict(pu, u, pw, w, scope, self.loops, result)
+            if v is True:
+                return True
+            if v:
+                verdict = v if verdict is False else verdict | v
+        return verdict
 
     def run(self) -> Recording:
         base = list(self.facts.uses)
@@ -227,4 +291,7 @@ class _Planner:
             if new_recorded == recorded:
                 break
             recorded, restore_uses, restored = new_recorded, new_restore_uses, new_restored
-        return Recording(frozenset(recorded), plans, tuple(uses))
+        keys = {p: frozenset(k) for p, k in getattr(self, "rec_keys", {}).items()}
+        cond = {p: v for p, v in getattr(self, "conditional", {}).items()
+                if p not in self.unconditional}
+        return Recording(frozenset(recorded), plans, tuple(uses), keys, cond)

@@ -37,6 +37,8 @@ class Expressions(Scopes):
         if visit is None:
             self.err(c, f"{fence.described(c.kind, 'expression')} is not supported in "
                         "differentiated code")
+        # an assignment target (lvalue) is the node itself, through parentheses only
+        self.as_lvalue, self.lvalue_wanted = self.lvalue_wanted, False
         return visit(c)
 
     # ------------------------------------------------------------------ names and literals
@@ -44,6 +46,7 @@ class Expressions(Scopes):
         """UNEXPOSED_EXPR (implicit conversions) and parentheses: the one child."""
         ch = list(c.get_children())
         if len(ch) == 1:
+            self.lvalue_wanted = self.as_lvalue
             return self.expr(ch[0])
         if c.kind == K.UNEXPOSED_EXPR and not ch:
             self.err(c, "unsupported expression (dependent or implicit construct)")
@@ -138,6 +141,13 @@ class Expressions(Scopes):
             r = self.expr(ch[1])
         return ir.Binary(op, l, r, self.bin_type(op, l, r, c))
 
+    def no_value_temp(self, c, e) -> None:
+        """Refuse binding a reference or taking the address of the copy a `?:` with side
+        effects leaves (its branches are different objects)."""
+        if isinstance(e, ir.Var) and e.uid in self.value_temps:
+            self.err(c, "a '?:' with side effects whose branches are different objects is "
+                        "only supported as a value; bind or assign to each branch instead")
+
     def need_effects(self, c, what: str) -> None:
         if self.pre is None:
             self.err(c, f"{what} is not supported here")
@@ -164,6 +174,7 @@ class Expressions(Scopes):
             return self.detached(d) if r is not None and r.uid in self.nondiff_vars else d
         if op == "&":
             e = self.undetached(e)
+            self.no_value_temp(c, e)
             return ir.Unary("&", e, e.type.pointer_to() if not e.type.dims else e.type)
         if op == "!":
             return ir.Unary("!", e, ir.BOOL)
@@ -199,15 +210,25 @@ class Expressions(Scopes):
 
     def visit_conditional_operator(self, c) -> ir.Expr:
         kids = list(c.get_children())
+        target = self.as_lvalue
         a = self.expr(kids[0])
         (pb, b), (pd, d) = [self.effects(lambda x=x: self.expr(x)) for x in kids[1:]]
         t = b.type if (b.type.real or not d.type.real) else d.type
         if not pb and not pd:
             return ir.Cond(a, b, d, t)
+        L = self.loc(c)
+        if b == d and isinstance(b, (ir.Var, ir.Index, ir.Member)):
+            # c ? (t = x) : (t = y): both branches end on the same object, which it is
+            self.need_effects(c, "'?:' with side effects in a branch")
+            self.pre.append(ir.If(a, ir.Block(tuple(pb)), ir.Block(tuple(pd)), L))
+            return b
+        if target:
+            self.err(c, "a '?:' with side effects whose branches are different objects, used "
+                        "as an assignment target, is not supported; assign in each branch")
         # c ? (x = e) : y  ->  T t; if (c) { x = e; t = x; } else { t = y; }
         self.need_effects(c, "'?:' with side effects in a branch")
         v = self.temp(names.COND_TEMP, t.value())
-        L = self.loc(c)
+        self.value_temps.add(v.uid)         # a copy: no reference or address may bind it
         self.pre += [ir.Decl(v, None, (), L),
                      ir.If(a, ir.Block(tuple(pb) + (ir.Assign("=", v, b, L),)),
                            ir.Block(tuple(pd) + (ir.Assign("=", v, d, L),)), L)]
@@ -331,13 +352,14 @@ class Expressions(Scopes):
         out = list(args)
         for i, (pd, a) in enumerate(zip(parms, args)):
             if pd.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
-                t = self.type_of(pd.type, None, allow_ref=True)
+                t = self.type_of(pd.type, pd, allow_ref=True)     # refuses T*& with a reason
                 out[i] = self.bind_reference(c, a, t)
         return tuple(out)
 
     def bind_reference(self, c, e, t: ir.Type) -> ir.Expr:
         """A reference of type t bound to e: its address; a temporary (a value that is not
         a variable or an element) is first kept in a local `_refN`."""
+        self.no_value_temp(c, e)
         if isinstance(e, ir.Index) or (isinstance(e, ir.Var) and not e.type.is_memory):
             return ir.Unary("&", e, ir.Type(e.type.base, 1, e.type.const, (), e.type.real,
                                             ref=True))

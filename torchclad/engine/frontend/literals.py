@@ -42,16 +42,22 @@ def literal(c, floating: bool) -> str:
         lib.clang_EvalResult_dispose(res)
 
 
-def evaluate_int(c) -> "int | None":
-    """clang's value of a constant integer expression, None when it has none."""
+def evaluate(c, floating: bool) -> "float | int | None":
+    """clang's value of a constant expression (as a float or an int), None without one."""
     lib = _eval_lib()
     res = lib.clang_Cursor_Evaluate(c)
     if not res:
         return None
     try:
-        return int(lib.clang_EvalResult_getAsLongLong(res))
+        return float(lib.clang_EvalResult_getAsDouble(res)) if floating else \
+            int(lib.clang_EvalResult_getAsLongLong(res))
     finally:
         lib.clang_EvalResult_dispose(res)
+
+
+def evaluate_int(c) -> "int | None":
+    """clang's value of a constant integer expression, None when it has none."""
+    return evaluate(c, False)
 
 
 def _eval_lib():

@@ -43,6 +43,9 @@ class Scopes:
         self.this_obj = None              # the object whose implicit members are read
         self.nondiff_vars: set = set()    # uids of memory marked non_differentiable
         self.ret_type = None              # the function's result type
+        self.lvalue_wanted = False        # the next expression lowered is assigned to
+        self.as_lvalue = False            # the expression being lowered is assigned to
+        self.value_temps: set = set()     # uids of the copies `?:` with side effects yields
         self.record_decls: dict = {}      # struct name -> its declaration cursor
         self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
 

@@ -390,6 +390,7 @@ class Statements(Scopes):
         if not kids:
             self.err(d, f"reference '{d.spelling}' has no initializer")
         e = self.expr(kids[-1])
+        self.no_value_temp(d, e)
         if d.storage_class == ci.StorageClass.STATIC:
             self.err(d, f"static reference '{d.spelling}' is not supported")
         if isinstance(e, ir.Index) or (isinstance(e, ir.Var) and not e.type.is_memory):
@@ -439,6 +440,7 @@ class Statements(Scopes):
         return ir.Assign(op, self.lvalue(lhs), self.expr(rhs), self.loc(c))
 
     def lvalue(self, c) -> ir.Expr:
+        self.lvalue_wanted = True
         e = self.undetached(self.expr(c))
         if not isinstance(e, (ir.Var, ir.Index, ir.Member)) and \
                 not (isinstance(e, ir.Unary) and e.op == "*"):

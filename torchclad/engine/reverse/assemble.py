@@ -81,16 +81,17 @@ class Assembler:
         return out
 
     def _call_saves(self, s, p) -> list:
-        """Local arrays a call overwrites while their old values are still needed: saved
-        whole before the call, restored after the callee's reverse sweep."""
-        if isinstance(s, ir.Assign) or not self.rec.must_record(p):
+        """Local arrays (and scalars) a call overwrites while their old values are still
+        needed: saved whole before the call, restored after the callee's reverse sweep."""
+        if not self.rec.must_record(p):
             return []
+        keys = self.rec.recorded_at(p)
         call = self.rv.calls[p][0] if p in self.rv.calls else None
         name = ir.call_name(call.fn) if call is not None else "a call"
         out = []
         for i in sorted(call_writes(self.rv.module, call)) if call is not None else ():
             r = self.rv.al.root_of(call.args[i])
-            if r is None:
+            if r is None or (keys and self.rv.al.mem_key(r) not in keys):
                 continue
             if not r.type.is_memory:     # a scalar passed by reference or address
                 out.append(r)
@@ -103,13 +104,38 @@ class Assembler:
             out.append(r)
         return out
 
+    def _restore_call(self, s, p) -> list:
+        """The restores of what a call wrote through its arguments (after its sweep)."""
+        return [ir.TapeArray(r, ir.element_count(r.type), True) if r.type.is_memory
+                else ir.Assign("=", r, self.popped_value(r), s.loc)
+                for r in self._call_saves(s, p)]
+
+    def _target_recorded(self, s, p) -> bool:
+        keys = self.rec.recorded_at(p)
+        if not keys or not isinstance(s, ir.Assign):
+            return True
+        t = s.target
+        return (("var", t.uid) if isinstance(t, ir.Var) else
+                self.rv.al.mem_key(self.rv.al.root_of(t))) in keys
+
+    def _when_needed(self, p, stmts: list) -> list:
+        """stmts, run only when the entry test of a conditional record failed (tbr)."""
+        k = self.rec.condition_index(p)
+        if k is None or not stmts:
+            return stmts
+        flag = ir.Var(names.numbered(names.DISJOINT_FLAG, k), ir.BOOL, 0)
+        return [ir.If(ir.Unary("!", flag, ir.BOOL), ir.Block(tuple(stmts)))]
+
     def _restore(self, s, p) -> list:
+        return self._when_needed(p, self._restore_all(s, p))
+
+    def _restore_all(self, s, p) -> list:
         if not self.rec.must_record(p):
             return []
         if not isinstance(s, ir.Assign):
-            return [ir.TapeArray(r, ir.element_count(r.type), True) if r.type.is_memory
-                    else ir.Assign("=", r, self.popped_value(r), s.loc)
-                    for r in self._call_saves(s, p)]
+            return self._restore_call(s, p)
+        if not self._target_recorded(s, p):
+            return []
         inv = inverse(s)
         if inv is not None:
             return [inv]
@@ -118,17 +144,22 @@ class Assembler:
         return [ir.Assign("=", s.target, ir.TapePop(s.target.type.value()), s.loc)]
 
     def _record(self, s, p) -> list:
+        return self._when_needed(p, self._record_all(s, p))
+
+    def _record_all(self, s, p) -> list:
         if not self.rec.must_record(p):
             return []
+        saves = [ir.TapeArray(r, ir.element_count(r.type), False) if r.type.is_memory
+                 else self.push_value(r, s.loc) for r in reversed(self._call_saves(s, p))]
         if not isinstance(s, ir.Assign):
-            return [ir.TapeArray(r, ir.element_count(r.type), False) if r.type.is_memory
-                    else self.push_value(r, s.loc)
-                    for r in reversed(self._call_saves(s, p))]
+            return saves
+        if not self._target_recorded(s, p):
+            return saves
         if inverse(s) is not None:
-            return []
+            return saves
         if isinstance(s.target, ir.Var):
-            return [self.push_value(s.target, s.loc)]
-        return [ir.TapePush(s.target, s.loc)]
+            return saves + [self.push_value(s.target, s.loc)]
+        return saves + [ir.TapePush(s.target, s.loc)]
 
     def _forward_call(self, e, p):
         info = self.rv.calls.get(p)
@@ -411,7 +442,8 @@ class Assembler:
             parts = self.rv.parts[p]
             if not isinstance(s, ir.Assign):      # a call: its sweep sees the post-call state
                 return list(parts.pre) + list(parts.post) + self._restore(s, p)
-            return list(parts.pre) + self._restore(s, p) + list(parts.post)
+            after = self._restore_call(s, p) if p in self.rv.calls else []
+            return list(parts.pre) + self._restore(s, p) + list(parts.post) + after
         if isinstance(s, ir.Block):
             inner = self.rev_block(s, p)
             return [ir.Block(tuple(inner))] if inner else []

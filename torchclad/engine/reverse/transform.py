@@ -13,11 +13,12 @@ from __future__ import annotations
 from .. import ir, names
 from ..analysis.activity import reads_of
 from ..analysis.effects import call_writes, global_effects, memory_params
+from ..analysis.regions import Regions
 from ..analysis.tbr import Facts
 from ..errors import DiffError
 from ..rules import math as rules
 from . import checkpoint
-from .adjoint import ZERO, AdjointRules, Names, neg
+from .adjoint import ZERO, AdjointRules, Names, div, mul, neg
 from .calls import TAPE, Callee, Parts, call_parts, template_args  # noqa: F401 (re-exported)
 from .loops import canonical
 
@@ -42,6 +43,8 @@ class Reverse:
         self.canon: dict = {}          # loop path -> CanonLoop
         self.checkpoints: dict = {}    # loop path -> checkpoint.Plan
         self.facts = Facts()
+        self.derivative_reads: list = []   # (path, statement, keys it reads) of derivative code
+        self.memory_writes: dict = {}      # (path, memory key) -> the target written
         self.seed = ir.Var(names.RESULT_ADJOINT, ir.Type(fn.ret.base, 0, False, (), True), 0)
         # an active scalar parameter that the body overwrites gets a local adjoint, added to
         # the caller's *_d_x at the end (when the caller passes one: `adjoint_params`, uids of
@@ -96,7 +99,41 @@ class Reverse:
                 k = ("mem", v.uid)
                 if k not in mem_written:
                     f.readonly_mem.add(k)
+        if self.options.analyses:
+            self._regions()
         return f
+
+    def _regions(self) -> None:
+        """The elements each derivative read and each memory write touch (analysis/regions.py):
+        (path, key) pairs all of whose uses come from derivative code get their accesses."""
+        f = self.facts
+        reg = Regions(self.fn, self.canon, self.al)
+        found: dict = {}
+        for p, st, ks in self.derivative_reads:
+            for x in ir.walk_stmts(st):
+                for e in ir.stmt_exprs(x):
+                    for node in ir.walk_expr(e):
+                        if isinstance(node, ir.Index) or (isinstance(node, ir.Unary) and
+                                                          node.op == "*"):
+                            r = self.al.root_of(node)
+                            if r is not None and r.uid > 0 and r.type.is_memory:
+                                k = self.al.mem_key(r)
+                                found.setdefault((p, k), []).append(reg.access(node))
+            for k in ks:
+                if k[0] == "mem":
+                    found.setdefault((p, k), [None])       # read some other way
+        tracked = {}
+        for p, st, ks in self.derivative_reads:
+            for k in ks:
+                tracked[(p, k)] = tracked.get((p, k), 0) + 1
+        total = {}
+        for pk in f.uses:
+            total[pk] = total.get(pk, 0) + 1
+        for pk, accs in found.items():
+            f.use_regions[pk] = accs if total.get(pk, 0) <= tracked.get(pk, 0) else accs + [None]
+        for pk, t in self.memory_writes.items():
+            f.write_regions[pk] = reg.access(t)
+        f.regions = reg
 
     def _collect_block(self, b: ir.Block, path: tuple, mem_written: set):
         f = self.facts
@@ -161,8 +198,10 @@ class Reverse:
         parts = self._parts(s, p)
         self.parts[p] = parts
         for st in parts.pre + parts.post:
-            for k in self._stmt_reads(st):
+            ks = self._stmt_reads(st)
+            for k in ks:
                 f.uses.append((p, k))
+            self.derivative_reads.append((p, st, ks))
         if isinstance(s, ir.Assign):
             t = s.target
             if isinstance(t, ir.Var):
@@ -184,6 +223,8 @@ class Reverse:
                     mem_written.add(key)
                 restore = {("var", v) for v in ir.vars_in(t) if v > 0}
                 f.writes.append((p, key, frozenset(restore)))
+                if key[0] == "mem":
+                    self.memory_writes[(p, key)] = t
         call = self.user_call(s)
         if call is not None and self.calls.get(p, (None, None))[1] is not None:
             # the callee's reverse sweep reads the arrays its primal reads, as they were at
@@ -349,6 +390,16 @@ class Reverse:
                 snap = self.snip_names.fresh(names.ADJOINT_TEMP_PREFIX, adj.type)
                 pre = (ir.Decl(snap, adj), ir.Assign("=", adj, ZERO))
                 post: list = []
+                scaled = self._divided_in_place(s, tk)
+                if scaled is not None and self.options.analyses:
+                    # x = x / d:  dd -= dy * y / d, read from x before any restore (the
+                    # result, not x's old value: nothing needs that), dx += dy / d
+                    d = scaled
+                    early: list = []
+                    R.backprop(d, div(mul(neg(snap), t), d), early)
+                    R.backprop(t, div(snap, d), post)
+                    self.facts.result_uses.add((p, tk))
+                    return Parts(pre + tuple(early), self._guard(snap, post))
                 R.backprop(s.value, snap, post, self._stored_result(s, tk))
                 return Parts(pre, self._guard(snap, post))
             if s.op in ("+=", "-="):
@@ -371,6 +422,17 @@ class Reverse:
         if isinstance(s, ir.ExprStmt):
             return Parts()
         return Parts()
+
+    def _divided_in_place(self, s: ir.Assign, key):
+        """d for `x = x / d` (`x /= d`) with d reading nothing of x's object: its derivative
+        can read the result instead of x's old value."""
+        v = s.value
+        if not (isinstance(v, ir.Binary) and v.op == "/" and v.lhs == s.target and
+                s.target.type.real and not s.target.type.is_pointer):
+            return None
+        if key in self.reads(v.rhs) or key in reads_of(v.rhs, self.al):
+            return None
+        return v.rhs
 
     def _stored_result(self, s: ir.Assign, key):
         """`M[e] = f(u)` into write-once memory, f a rule whose derivative is spelled with its

@@ -1,0 +1,142 @@
+"""C++ written for Clad and llm.c's kernels as written (issue #18): what the corpus cases
+(tests/corpus/cases.py, every construct in all variants) do not check on their own.
+
+- element-sensitive memory (engine/analysis/regions.py): softmax rows of V elements with a
+  stride Vp record nothing per element when they are disjoint, and still give the right
+  gradient when they overlap (V > Vp: the entry test fails and the writes record);
+- `torchclad.gradient` with None for a pointer, and a reference output seeded through
+  grad_outputs;
+- refusals name the construct in C++ words (never a libclang cursor kind) with file:line:col.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import torchclad
+from torchclad.engine import DiffError, differentiate
+
+SOFTMAX_ROWS = r"""
+#include <math.h>
+// rows of V probabilities, `Vp` apart (llm.c's padded vocabulary): padding set to zero
+void softmax_rows(float* probs, const float* logits, int R, int V, int Vp) {
+    for (int r = 0; r < R; r++) {
+        const float* x = logits + r * Vp;
+        float* p = probs + r * Vp;
+        float mx = -10000.0f;
+        for (int i = 0; i < V; i++)
+            if (x[i] > mx) mx = x[i];
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            p[i] = expf(x[i] - mx);
+            sum += p[i];
+        }
+        for (int i = 0; i < V; i++) p[i] /= sum;
+        for (int i = V; i < Vp; i++) p[i] = 0.0f;
+    }
+}
+"""
+
+
+def _sweep(code: str, name: str) -> str:
+    start = code.index(f"void {name}_reverse_forw")
+    return code[start:code.index("\n}\n", start)]
+
+
+def test_disjoint_rows_record_nothing_per_element():
+    forw = _sweep(differentiate(SOFTMAX_ROWS, "softmax_rows", "logits").code, "softmax_rows")
+    # one entry test; the two row writes and the padding are guarded by it, the
+    # normalisation reads its result (no record of its own)
+    assert re.search(r"bool _disjoint0 = .*-\(long\)V \+ \(long\)Vp >= 0", forw)
+    pushes = re.findall(r"^( *)_tape\.push\(p\[i\]\);", forw, re.M)
+    guarded = re.findall(r"if \(!_disjoint\d\) \{\n *_tape\.push\(p\[i\]\);", forw)
+    assert pushes and len(guarded) == len(pushes)
+
+
+def _fd_check(V: int, Vp: int):
+    g = torchclad.gradient(SOFTMAX_ROWS, "softmax_rows", "logits")
+    R = 3
+    n = (R - 1) * Vp + max(V, Vp)
+    rng = np.random.default_rng(V * 100 + Vp)
+    logits = torch.tensor(rng.uniform(-2, 2, n), dtype=torch.float32)
+    seed = torch.tensor(rng.uniform(-1, 1, n), dtype=torch.float32)
+    (grad,) = g(torch.zeros(n), logits, R, V, Vp, grad_outputs={"probs": seed})
+
+    def f(x):
+        probs = np.zeros(n)
+        for r in range(R):            # the kernel, in float64, rows in order (they may overlap)
+            xr = x[r * Vp:r * Vp + V].copy()
+            e = np.exp(xr - max(xr.max(), -10000.0))
+            probs[r * Vp:r * Vp + V] = e / e.sum()
+            probs[r * Vp + V:r * Vp + Vp] = 0
+        return probs
+
+    x = logits.double().numpy()
+    fd = np.zeros(n)
+    for j in range(n):
+        h = 1e-6
+        xp, xm = x.copy(), x.copy()
+        xp[j] += h
+        xm[j] -= h
+        fd[j] = ((f(xp) - f(xm)) * seed.double().numpy()).sum() / (2 * h)
+    np.testing.assert_allclose(grad.double().numpy(), fd, rtol=2e-3, atol=2e-4)
+
+
+@pytest.mark.parametrize("V,Vp", [(5, 7), (7, 7), (7, 4)], ids=["padded", "tight", "overlapping"])
+def test_rows_gradient_when_disjoint_and_when_overlapping(V, Vp):
+    # overlapping rows (V > Vp) write elements a later row reads: the entry test fails and
+    # the writes record, so the gradient stays right
+    _fd_check(V, Vp)
+
+
+def test_none_pointer_is_nullptr():
+    src = r"""
+#include <cstddef>
+double biased(const double* x, const double* bias, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i] * x[i] + (bias != NULL ? bias[i] : 0.0);
+    return s;
+}"""
+    g = torchclad.gradient(src, "biased")
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    dx, dbias = g(x, None, 3)
+    assert dbias is None
+    torch.testing.assert_close(dx, 2 * x)
+    dx, dbias = g(x, torch.ones(3, dtype=torch.float64), 3)
+    torch.testing.assert_close(dbias, torch.ones(3, dtype=torch.float64))
+
+
+def test_reference_output_is_seeded_by_grad_outputs():
+    src = "void upd(double& y, double x) { y = y * x + x * x; }"
+    g = torchclad.gradient(src, "upd")
+    dy, dx = g(2.0, 3.0, grad_outputs={"y": 1.0})
+    assert (dy, dx) == (3.0, 8.0)          # y_out = y x + x^2: d/dy = x, d/dx = y + 2x
+
+
+@pytest.mark.parametrize("src,fn,words", [
+    ("struct N { double* p; };\ndouble f(double x) { N n{&x}; return n.p[0]; }", "f",
+     "pointer or reference member"),
+    ("double f(double x) { const char* s = \"a\"; return x * s[0]; }", "f", "a string literal"),
+    ("double g(double x) { return x; }\ndouble g(double x, double y) { return x * y; }\n"
+     "double f(double x) { return g(x); }", "f", "overloads are not supported"),
+    ("double f(double x) { double** p = nullptr; return x; }", "f", "pointers to pointers"),
+    ("double f(double x, int n) { double* b = new double[n]; b[0] = x; double r = b[0];"
+     " delete[] b; return r; }", "f", "size known only at run time"),
+])
+def test_refusals_name_the_construct(src, fn, words):
+    with pytest.raises(DiffError) as e:
+        differentiate(src, fn)
+    msg = str(e.value)
+    assert re.match(r"^[^:\s]+:\d+:\d+: ", msg), msg
+    assert words in msg, msg
+    assert not re.search(r"\b[A-Z]+(_[A-Z]+)+\b", msg), msg     # no cursor kind such as GNU_NULL_EXPR
+
+
+def test_member_function_is_refused_by_the_bindings_with_a_reason():
+    src = "struct S { double k = 2; double f(double x) const { return k * x; } };"
+    with pytest.raises(Exception) as e:
+        torchclad.gradient(src, "S::f")
+    assert "member function" in str(e.value)

@@ -1,0 +1,96 @@
+"""A loop that conditionally overwrites a scalar (a running max, an argmax): only the last
+overwrite reaches the result, so only it carries a derivative.
+
+    for (int i = lo; i < hi; i++)              T _v0 = v;  bool _took0 = false;  int _at0 = 0;
+        if (c(i, v)) v = e(i);        ->       for (int i = lo; i < hi; i++)
+                                                   if (c(i, _v0)) { _v0 = e(i); _took0 = true; _at0 = i; }
+                                               if (_took0) v = e(_at0);
+
+(`v = c ? e : v` alike). The loop then computes a copy of v that nothing differentiates, and
+the one assignment after it gives v the same value and routes its adjoint to the last
+element taken: no decision per iteration is recorded for the reverse sweep. It applies when
+e does not read v, and reads only the counter, variables the loop does not change and
+memory nothing in the loop writes (the loop writes nothing but v).
+"""
+from __future__ import annotations
+
+from . import ir, names, rewrite
+
+
+def rewrite_block(b: ir.Block, fresh) -> ir.Block:
+    """b with every such loop rewritten (nested blocks too); fresh(prefix, type) -> a new
+    local Var."""
+    out = []
+    for s in b.stmts:
+        out.extend(_stmt(s, fresh))
+    return ir.Block(tuple(out), b.loc)
+
+
+def _stmt(s, fresh) -> list:
+    if isinstance(s, ir.Block):
+        return [rewrite_block(s, fresh)]
+    if isinstance(s, ir.If):
+        return [ir.If(s.cond, rewrite_block(s.then, fresh), rewrite_block(s.other, fresh),
+                      s.loc)]
+    if isinstance(s, ir.Loop):
+        got = _last_write(s, fresh)
+        if got is not None:
+            return got
+        return [ir.Loop(s.init, s.cond, s.inc, rewrite_block(s.body, fresh), s.loc, s.pragma,
+                        s.do_while)]
+    return [s]
+
+
+def _pattern(s: ir.Loop):
+    """(counter, condition, v, e) of `for (...) if (c) v = e;` / `v = c ? e : v`, or None."""
+    if s.pragma or s.do_while or len(s.init) != 1 or len(s.inc) != 1 or s.cond is None:
+        return None
+    d, inc = s.init[0], s.inc[0]
+    if not (isinstance(d, ir.Decl) and not d.var.type.real and not d.var.type.is_memory and
+            isinstance(inc, ir.Assign) and isinstance(inc.target, ir.Var) and
+            inc.target.uid == d.var.uid):
+        return None
+    body = list(s.body.stmts)
+    while len(body) == 1 and isinstance(body[0], ir.Block):
+        body = list(body[0].stmts)
+    if len(body) != 1:
+        return None
+    st = body[0]
+    if isinstance(st, ir.If) and not st.other.stmts:
+        then = list(st.then.stmts)
+        while len(then) == 1 and isinstance(then[0], ir.Block):
+            then = list(then[0].stmts)
+        if len(then) == 1 and isinstance(then[0], ir.Assign) and then[0].op == "=":
+            return d.var, st.cond, then[0].target, then[0].value
+        return None
+    if isinstance(st, ir.Assign) and st.op == "=" and isinstance(st.value, ir.Cond) and \
+            st.value.other == st.target:
+        return d.var, st.value.cond, st.target, st.value.then
+    return None
+
+
+def _last_write(s: ir.Loop, fresh) -> "list | None":
+    got = _pattern(s)
+    if got is None:
+        return None
+    i, cond, v, e = got
+    if not (isinstance(v, ir.Var) and v.type.is_real_scalar):
+        return None
+    if v.uid in ir.vars_in(e) or v.uid in ir.vars_in(s.cond):
+        return None
+    for x in list(ir.walk_expr(e)) + list(ir.walk_expr(cond)):
+        if isinstance(x, (ir.TapePop, ir.Raw)) or (isinstance(x, ir.Call) and x.user):
+            return None            # a user call could have effects
+    L = s.loc
+    copy = fresh(names.LAST_VALUE, v.type.value())
+    took = fresh(names.LAST_TAKEN, ir.BOOL)
+    at = fresh(names.LAST_INDEX, i.type.value())
+    c2 = rewrite.map_expr_top_down(cond, lambda x: copy if isinstance(x, ir.Var) and
+                                   x.uid == v.uid else None)
+    then = ir.Block((ir.Assign("=", copy, e, L), ir.Assign("=", took, ir.Const("true", ir.BOOL), L),
+                     ir.Assign("=", at, i, L)))
+    loop = ir.Loop(s.init, s.cond, s.inc, ir.Block((ir.If(c2, then, ir.Block(), L),)), L)
+    after = ir.If(took, ir.Block((ir.Assign("=", v, rewrite.substitute_vars(
+        ir.ExprStmt(e), {i.uid: at}).expr, L),)), ir.Block(), L)
+    return [ir.Decl(copy, v, (), L), ir.Decl(took, ir.Const("false", ir.BOOL), (), L),
+            ir.Decl(at, ir.Cast(ir.Const("0", ir.INT), at.type, "fn"), (), L), loop, after]
