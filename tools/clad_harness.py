@@ -794,6 +794,17 @@ def markdown(results: list, clad_rev: str) -> str:
     out = ["# torchclad over Clad's reverse-mode tests", "",
            "Written by `python tools/clad_harness.py --clad PATH --md FILE` (Clad " +
            clad_rev + ").", "",
+           "Every function the 18 test files below differentiate with `clad::gradient(f, "
+           "\"args\")` is given, with the test's own argument string, to torchclad: one "
+           "engine per file (what `torchclad.gradient` runs), the file's derivatives built in "
+           "one module (at -O0: the harness judges values), each run at the values the test's "
+           "`execute` calls pass and compared with central finite differences of the compiled "
+           "primal (two steps). Where the test's values sit on a kink or a jump of the "
+           "function (branches on integers), it is judged next to them as well. Categories: "
+           "correct, wrong (finite differences at two steps agree, we do not), crash (an "
+           "internal error, generated code that does not compile, or a run that dies), "
+           "refused (a DiffError naming the construct with file:line:col, or the bindings "
+           "refusing a signature), unjudged (no judgement possible at any of those values).", "",
            f"{len(results)} functions: " + ", ".join(f"**{counts[c]} {c}**" for c in CATEGORIES),
            "", "| file | correct | wrong | crash | refused | unjudged |", "|---|---|---|---|---|---|"]
     for f in FILES:

@@ -4,63 +4,53 @@ void comma_expr_pullback(double a, double b, double c, double _d_y, double* _d_a
     double t = a * b;
     _tape.push(b);
     b = c * t;
-    double _cond0 = double(0);
     bool _t0 = c > 0;
     if (_t0) {
         _tape.push(t);
         t = t * a;
-        _cond0 = t;
     } else {
         _tape.push(t);
         t = -t;
-        _cond0 = t;
     }
     _tape.push(_t0);
-    double u = _cond0;
-    bool _cond1 = t > 0;
-    bool _t1 = _cond1;
+    double u = t;
+    bool _cond0 = t > 0;
+    bool _t1 = _cond0;
     if (_t1) {
         u += b * b;
-        _cond1 = u > 0;
+        _cond0 = u > 0;
     }
     _tape.push(_t1);
-    bool ok = _cond1;
+    bool ok = _cond0;
     _tape.push(a);
     a = a * c;
     double _dl_a = double(0);
     double _dl_b = double(0);
     double _d_t = double(0);
-    double _d__cond0 = double(0);
     double _d_u = double(0);
     _d_u += _d_y * (ok ? 2.0 : 1.0);
     _dl_a += _d_y;
-    double _r_d5 = _dl_a;
+    double _r_d3 = _dl_a;
     _dl_a = 0;
     a = _tape.pop<double>();
-    _dl_a += _r_d5 * c;
-    *_d_c += a * _r_d5;
+    _dl_a += _r_d3 * c;
+    *_d_c += a * _r_d3;
     if (_tape.pop<bool>()) {
         _dl_b += _d_u * b;
         _dl_b += b * _d_u;
     }
-    _d__cond0 += _d_u;
+    _d_t += _d_u;
     if (_tape.pop<bool>()) {
-        double _r_d2 = _d__cond0;
-        _d__cond0 = 0;
-        _d_t += _r_d2;
         double _r_d1 = _d_t;
         _d_t = 0;
         t = _tape.pop<double>();
         _d_t += _r_d1 * a;
         _dl_a += t * _r_d1;
     } else {
-        double _r_d4 = _d__cond0;
-        _d__cond0 = 0;
-        _d_t += _r_d4;
-        double _r_d3 = _d_t;
+        double _r_d2 = _d_t;
         _d_t = 0;
         t = _tape.pop<double>();
-        _d_t += -_r_d3;
+        _d_t += -_r_d2;
     }
     double _r_d0 = _dl_b;
     _dl_b = 0;
@@ -82,76 +72,66 @@ double comma_expr_reverse_forw(double a, double b, double c, torchclad::Tape& _t
     double t = a * b;
     _tape.push(b);
     b = c * t;
-    double _cond0 = double(0);
     bool _t0 = c > 0;
     if (_t0) {
         _tape.push(t);
         t = t * a;
-        _cond0 = t;
     } else {
         _tape.push(t);
         t = -t;
-        _cond0 = t;
     }
     _tape.push(_t0);
-    double u = _cond0;
-    bool _cond1 = t > 0;
-    bool _t1 = _cond1;
+    double u = t;
+    bool _cond0 = t > 0;
+    bool _t1 = _cond0;
     if (_t1) {
         u += b * b;
-        _cond1 = u > 0;
+        _cond0 = u > 0;
     }
     _tape.push(_t1);
-    bool ok = _cond1;
+    bool ok = _cond0;
     _tape.push(a);
     a = a * c;
     _tape.push(a);
     _tape.push(b);
     _tape.push(t);
-    _tape.push(_cond1);
+    _tape.push(_cond0);
     return u * (ok ? 2.0 : 1.0) + a;
 }
 
 void comma_expr_reverse_sweep(double a, double b, double c, double _d_y, double* _d_a, double* _d_b, double* _d_c, torchclad::Tape& _tape) {
     double _dl_a = double(0);
     double _dl_b = double(0);
-    bool _cond1 = _tape.pop<bool>();
+    bool _cond0 = _tape.pop<bool>();
     double t = _tape.pop<double>();
     b = _tape.pop<double>();
     a = _tape.pop<double>();
-    bool ok = _cond1;
+    bool ok = _cond0;
     double _d_t = double(0);
-    double _d__cond0 = double(0);
     double _d_u = double(0);
     _d_u += _d_y * (ok ? 2.0 : 1.0);
     _dl_a += _d_y;
-    double _r_d5 = _dl_a;
+    double _r_d3 = _dl_a;
     _dl_a = 0;
     a = _tape.pop<double>();
-    _dl_a += _r_d5 * c;
-    *_d_c += a * _r_d5;
+    _dl_a += _r_d3 * c;
+    *_d_c += a * _r_d3;
     if (_tape.pop<bool>()) {
         _dl_b += _d_u * b;
         _dl_b += b * _d_u;
     }
-    _d__cond0 += _d_u;
+    _d_t += _d_u;
     if (_tape.pop<bool>()) {
-        double _r_d2 = _d__cond0;
-        _d__cond0 = 0;
-        _d_t += _r_d2;
         double _r_d1 = _d_t;
         _d_t = 0;
         t = _tape.pop<double>();
         _d_t += _r_d1 * a;
         _dl_a += t * _r_d1;
     } else {
-        double _r_d4 = _d__cond0;
-        _d__cond0 = 0;
-        _d_t += _r_d4;
-        double _r_d3 = _d_t;
+        double _r_d2 = _d_t;
         _d_t = 0;
         t = _tape.pop<double>();
-        _d_t += -_r_d3;
+        _d_t += -_r_d2;
     }
     double _r_d0 = _dl_b;
     _dl_b = 0;

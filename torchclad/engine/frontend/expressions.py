@@ -35,7 +35,7 @@ class Expressions(Scopes):
         """The IR of expression cursor ``c``; its side effects go to ``self.pre``."""
         visit = self.visitor(c) if c.kind.is_expression() else None
         if visit is None:
-            self.err(c, f"{fence.described(c.kind, 'expression')} is not supported in "
+            self.err(c, f"{fence.described(c, 'expression')} is not supported in "
                         "differentiated code")
         # an assignment target (lvalue) is the node itself, through parentheses only
         self.as_lvalue, self.lvalue_wanted = self.lvalue_wanted, False

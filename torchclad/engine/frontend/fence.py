@@ -43,12 +43,25 @@ CPP_NAMES = {
     K.USING_DECLARATION: "a using declaration",
     K.NAMESPACE_ALIAS: "a namespace alias",
     K.FUNCTION_DECL: "a local function declaration",
+    K.TEMPLATE_REF: "a class template used as a value (a function object such as "
+                    "std::greater<double>())",
+    K.CXX_TYPEID_EXPR: "typeid",
+    K.CXX_THROW_EXPR: "throw",
+    K.LAMBDA_EXPR: "a lambda",
+    K.GNU_NULL_EXPR: "NULL",
 }
 
 
-def described(kind, what: str) -> str:
-    """The C++ name of a construct of cursor ``kind``; else "<what> of kind <KIND>"."""
-    return CPP_NAMES.get(kind) or f"{what} of kind {kind.name}"
+def described(c, what: str) -> str:
+    """The C++ name of the construct at cursor ``c``; else the ``what`` it is, quoted from
+    the source (never a libclang cursor kind)."""
+    name = CPP_NAMES.get(c.kind)
+    if name:
+        return name
+    text = " ".join(t.spelling for t in c.get_tokens())
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"the {what} `{text}`" if text else f"this {what}"
 
 
 def check(fn_cursor, filename: str) -> None:

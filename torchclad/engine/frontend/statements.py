@@ -48,7 +48,7 @@ class Statements(Scopes):
         if c.kind.is_expression() or c.kind == K.UNEXPOSED_STMT:
             pre, stmts = self.effects(lambda: self.expr_stmt(c))
             return pre + stmts
-        self.err(c, f"{fence.described(c.kind, 'statement')} is not supported in "
+        self.err(c, f"{fence.described(c, 'statement')} is not supported in "
                     "differentiated code")
 
     # ------------------------------------------------------------------ simple statements
@@ -63,7 +63,7 @@ class Statements(Scopes):
             elif d.kind == K.STATIC_ASSERT:
                 continue                      # checked by the compiler; no code
             else:
-                self.err(d, f"{fence.described(d.kind, 'declaration')} is not supported here")
+                self.err(d, f"{fence.described(d, 'declaration')} is not supported here")
         return out
 
     def visit_null_stmt(self, c) -> list:
