@@ -44,6 +44,10 @@ class Derivative:
     # adjoints only, Clad's convention). The bridge uses it to decide whether outputs need a
     # copy around the sweep.
     sweep_writes_primal: bool = True
+    # What the engine could not keep parallel, each "file:line:col: reason" (also raised as
+    # torchclad.engine.ParallelWarning when generated): an OpenMP pragma it dropped, a reverse
+    # loop that runs serially. Empty when every pragma's loop is parallel in both sweeps.
+    notes: tuple = ()
 
     @property
     def code(self) -> str:
