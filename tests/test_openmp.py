@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -59,69 +60,12 @@ PROD = textwrap.dedent("""
       }
     }""")
 
-# llm.c's matmul_forward: blocks of 4 rows (a constant step), weights shared
-STEP = textwrap.dedent("""
-    #define UNROLL 4
-    template <typename T>
-    void step(T* out, const T* inp, const T* w, int N, int C, int OC) {
-      #pragma omp parallel for
-      for (int r = 0; r < N; r += UNROLL) {
-        for (int o = 0; o < OC; o++) {
-          for (int k = 0; k < UNROLL; k++) {
-            T s = 0;
-            for (int i = 0; i < C; i++) s += inp[(r + k) * C + i] * w[o * C + i];
-            out[(r + k) * OC + o] = s * s;
-          }
-        }
-      }
-    }""")
-
-# attention-like: (b, h) independent, query row t reads key rows s <= t of its head
-COLLAPSE = textwrap.dedent("""
-    #include <cmath>
-    template <typename T>
-    void pairs(T* out, const T* inp, int B, int Tn, int C, int H) {
-      int D = C / H;
-      #pragma omp parallel for collapse(2)
-      for (int b = 0; b < B; b++) {
-        for (int h = 0; h < H; h++) {
-          for (int t = 0; t < Tn; t++) {
-            const T* q = inp + (b * Tn + t) * 2 * C + h * D;
-            T acc = 0;
-            for (int s = 0; s <= t; s++) {
-              const T* k = inp + (b * Tn + s) * 2 * C + C + h * D;
-              T dot = 0;
-              for (int i = 0; i < D; i++) dot += q[i] * k[i];
-              acc += std::tanh(dot);
-            }
-            out[(b * H + h) * Tn + t] = acc;
-          }
-        }
-      }
-    }""")
-
-# the same kernel with llm.c's collapse(3) over (b, t, h): only b is parallel in reverse
-COLLAPSE3 = textwrap.dedent("""
-    template <typename T>
-    void triple(T* out, const T* inp, int B, int Tn, int C, int H) {
-      int D = C / H;
-      #pragma omp parallel for collapse(3)
-      for (int b = 0; b < B; b++) {
-        for (int t = 0; t < Tn; t++) {
-          for (int h = 0; h < H; h++) {
-            const T* q = inp + (b * Tn + t) * 2 * C + h * D;
-            T acc = 0;
-            for (int s = 0; s <= t; s++) {
-              const T* k = inp + (b * Tn + s) * 2 * C + C + h * D;
-              T dot = 0;
-              for (int i = 0; i < D; i++) dot += q[i] * k[i];
-              acc += dot * dot;
-            }
-            out[(b * Tn + t) * H + h] = acc;
-          }
-        }
-      }
-    }""")
+# llm.c's matmul_forward (a constant step of 4, weights shared), an attention-like
+# collapse(2) over (b, h) and llm.c's attention shape, collapse(3) over (b, t, h) (only b is
+# parallel in the reverse): the corpus's kernels (double)
+KERNELS = Path(__file__).resolve().parent / "corpus" / "kernels"
+STEP, COLLAPSE, COLLAPSE3 = ((KERNELS / f).read_text() for f in
+                             ("omp_step.cpp", "omp_collapse.cpp", "omp_collapse3.cpp"))
 
 # a gather by index: the reverse scatters at indices read from memory (serial, with a warning)
 GATHER = textwrap.dedent("""
@@ -132,7 +76,7 @@ GATHER = textwrap.dedent("""
         for (int i = 0; i < C; i++) out[n * C + i] = table[idx[n] * C + i] * table[idx[n] * C + i];
     }""")
 
-ALL = ELEMENTWISE + ROWS + SCALE + PROD + STEP + COLLAPSE + COLLAPSE3 + GATHER
+TEMPLATES = ELEMENTWISE + ROWS + SCALE + PROD + GATHER
 
 
 def _sweep(code: str, name: str) -> str:
@@ -161,7 +105,7 @@ def test_elementwise_reverse_is_parallel():
 
 @pytest.mark.parametrize("src,name,wrt", [(ROWS, "rows", "inp, w, bias"),
                                           (SCALE, "scale", "inp, a"),
-                                          (STEP, "step", "inp, w")])
+                                          (STEP, "omp_step", "inp, w")])
 def test_shared_adjoints_get_partial_sums_not_reductions(src, name, wrt):
     d, warned = _derive(src, name, wrt)
     sweep = _sweep(d.code, name)
@@ -180,16 +124,17 @@ def test_recording_forward_stays_parallel_with_per_iteration_records():
 
 
 def test_collapse_and_step():
-    d, warned = _derive(COLLAPSE, "pairs", "inp")
-    assert "collapse(2)" in _forw(d.code, "pairs") and "collapse(2)" in _sweep(d.code, "pairs")
+    d, warned = _derive(COLLAPSE, "omp_collapse", "inp")
+    assert "collapse(2)" in _forw(d.code, "omp_collapse")
+    assert "collapse(2)" in _sweep(d.code, "omp_collapse")
     assert not warned
-    d, warned = _derive(COLLAPSE3, "triple", "inp")
-    assert "collapse(3)" in _forw(d.code, "triple")
-    sweep = _sweep(d.code, "triple")
-    assert "#pragma omp parallel for" in sweep and "collapse" not in sweep   # b only
+    d, warned = _derive(COLLAPSE3, "omp_collapse3", "inp")
+    assert "collapse(3)" in _forw(d.code, "omp_collapse3")
+    sweep = _sweep(d.code, "omp_collapse3")
+    assert "#pragma omp parallel for" in sweep and "collapse(" not in sweep   # b only
     assert not warned
-    d, warned = _derive(STEP, "step", "inp, w")
-    assert "r += 4" in _forw(d.code, "step") and not warned
+    d, warned = _derive(STEP, "omp_step", "inp, w")
+    assert "r += UNROLL" in STEP and "r += 4" in _forw(d.code, "omp_step") and not warned
 
 
 def test_scatter_reverse_is_serial_and_says_why():
@@ -228,17 +173,23 @@ def test_a_pragma_the_engine_drops_is_a_warning(src, reason):
 # ---------------------------------------------------------------------------- numbers
 @pytest.fixture(scope="module")
 def mod():
-    """One extension for all kernels (one compile)."""
+    """kernel name -> its extension (the templates in one, each corpus kernel in its own)."""
     from torchclad import toolchain as build
     from torchclad.engine import Engine
-    engine = Engine(ALL, "omp.cpp")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ParallelWarning)
+        engine = Engine(TEMPLATES, "omp.cpp")
         derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w, bias"),
                   engine.derive("scale", "inp, a"), engine.derive("prod", "inp"),
-                  engine.derive("step", "inp, w"), engine.derive("pairs", "inp"),
-                  engine.derive("triple", "inp"), engine.derive("gather", "table")]
-    return build.load(derivs, name="openmp_tests")
+                  engine.derive("gather", "table")]
+        corpus = [Engine(src, f"{name}.cpp").derive(name, "inp" if name != "omp_step" else
+                                                     "inp, w")
+                  for src, name in ((STEP, "omp_step"), (COLLAPSE, "omp_collapse"),
+                                    (COLLAPSE3, "omp_collapse3"))]
+    shared = build.load(derivs, name="openmp_tests")
+    mods = {d.name: shared for d in derivs}
+    mods.update({d.name: build.load([d], name=f"openmp_{d.name}") for d in corpus})
+    return mods
 
 
 def _ptr(t):
@@ -280,12 +231,13 @@ def _cases(dtype):
                   ("a",)),
         "prod": (dict(out=torch.zeros(B, dtype=dtype), inp=r(B * C) + 1.0, B=B, C=C), ["out"],
                  ["inp"], ()),
-        "step": (dict(out=torch.zeros(24 * 5, dtype=dtype), inp=r(24 * 7), w=r(5 * 7), N=24, C=7,
-                      OC=5), ["out"], ["inp", "w"], ()),
-        "pairs": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype), inp=r(Bp * Tp * 2 * Cp), B=Bp,
-                       Tn=Tp, C=Cp, H=Hp), ["out"], ["inp"], ()),
-        "triple": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype), inp=r(Bp * Tp * 2 * Cp), B=Bp,
-                        Tn=Tp, C=Cp, H=Hp), ["out"], ["inp"], ()),
+        "omp_step": (dict(out=torch.zeros(24 * 5, dtype=dtype), inp=r(24 * 7), w=r(5 * 7), N=24,
+                          C=7, OC=5), ["out"], ["inp", "w"], ()),
+        "omp_collapse": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype), inp=r(Bp * Tp * 2 * Cp),
+                              B=Bp, T=Tp, C=Cp, H=Hp), ["out"], ["inp"], ()),
+        "omp_collapse3": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype),
+                               inp=r(Bp * Tp * 2 * Cp), B=Bp, T=Tp, C=Cp, H=Hp), ["out"], ["inp"],
+                          ()),
         "gather": (dict(out=torch.zeros(40 * 3, dtype=dtype),
                         idx=torch.randint(0, 6, (40,), generator=g), table=r(6 * 3), N=40, C=3),
                    ["out"], ["table"], ()),
@@ -304,17 +256,17 @@ def _reference(name, args, seeds):
     elif name == "prod":
         x = a["inp"].view(a["B"], a["C"])
         y = torch.stack([x[b, :a["C"] - b % 3].prod() for b in range(a["B"])])
-    elif name == "step":
+    elif name == "omp_step":
         y = ((a["inp"].view(a["N"], a["C"]) @ a["w"].view(a["OC"], a["C"]).T) ** 2).reshape(-1)
-    elif name in ("pairs", "triple"):
-        B, T, C, H = a["B"], a["Tn"], a["C"], a["H"]
+    elif name in ("omp_collapse", "omp_collapse3"):
+        B, T, C, H = a["B"], a["T"], a["C"], a["H"]
         x = a["inp"].view(B, T, 2, H, C // H)
         q, k = x[:, :, 0], x[:, :, 1]                           # (B, T, H, D)
         dots = torch.einsum("bthd,bshd->bhts", q, k)
         mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        f = torch.tanh(dots) if name == "pairs" else dots * dots
+        f = torch.tanh(dots) if name == "omp_collapse" else dots * dots
         acc = (f * mask).sum(-1)                                # (B, H, T)
-        y = (acc if name == "pairs" else acc.permute(0, 2, 1)).reshape(-1)
+        y = (acc if name == "omp_collapse" else acc.permute(0, 2, 1)).reshape(-1)
     elif name == "gather":
         rows = a["table"].view(-1, a["C"])[a["idx"]]
         y = (rows * rows).reshape(-1)
@@ -324,19 +276,21 @@ def _reference(name, args, seeds):
     return a
 
 
-@pytest.mark.parametrize("name", ["act", "rows", "prod", "step", "pairs", "triple", "gather"])
+@pytest.mark.parametrize("name", ["act", "rows", "prod", "gather", "omp_step", "omp_collapse",
+                                  "omp_collapse3"])
 @pytest.mark.parametrize("split", [False, True], ids=["pullback", "split"])
 def test_gradients_match_torch_and_are_bit_identical_across_threads(mod, name, split):
     before = torch.get_num_threads()
+    types_ = [(torch.float64, "f64")] + ([(torch.float32, "f32")] if "omp_" not in name else [])
     try:
-        for dtype, sfx in ((torch.float64, "f64"), (torch.float32, "f32")):
+        for dtype, sfx in types_:
             args, outs, wrt, scalars = _cases(dtype)[name]
             results = []
             for threads in (1, 2, 3):
                 torch.set_num_threads(threads)      # torch and the extension share libgomp
                 run = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
-                grads, seeds = _run(mod, name, sfx, run, outs, {k: run[k] for k in wrt}, scalars,
-                                    split)
+                grads, seeds = _run(mod[name], name, sfx, run, outs, {k: run[k] for k in wrt},
+                                    scalars, split)
                 results.append(grads)
             for other in results[1:]:
                 for k in results[0]:
@@ -356,8 +310,8 @@ def test_scalar_adjoint_partials_bit_identical(mod):
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
             args, outs, wrt, scalars = _cases(torch.float32)["scale"]
-            grads, seeds = _run(mod, "scale", "f32", args, outs, {k: args[k] for k in wrt},
-                                scalars, split=True)
+            grads, seeds = _run(mod["scale"], "scale", "f32", args, outs,
+                                {k: args[k] for k in wrt}, scalars, split=True)
             out.append(grads)
         assert all(torch.equal(out[0][k], o[k]) for o in out[1:] for k in out[0])
         x = args["inp"].double()
@@ -374,9 +328,9 @@ def test_rows_without_bias(mod):
     adj = {k: torch.zeros_like(args[k]) for k in ("inp", "w")}
     seed = torch.randn(args["out"].numel(), dtype=torch.float64)
     d_out = seed.clone()                                     # the sweep zeroes it
-    mod.rows_pullback_f64(args["out"].data_ptr(), args["inp"].data_ptr(), args["w"].data_ptr(), 0,
-                          args["B"], args["C"], adj["inp"].data_ptr(), adj["w"].data_ptr(), 0,
-                          d_out.data_ptr())
+    mod["rows"].rows_pullback_f64(args["out"].data_ptr(), args["inp"].data_ptr(),
+                                  args["w"].data_ptr(), 0, args["B"], args["C"],
+                                  adj["inp"].data_ptr(), adj["w"].data_ptr(), 0, d_out.data_ptr())
     args["bias"] = torch.zeros(args["C"], dtype=torch.float64)
     ref = _reference("rows", args, {"out": seed})
     torch.testing.assert_close(adj["w"], ref["w"].grad)

@@ -109,17 +109,21 @@ class Space(Bounds):
         if k in self.coords:
             return {(("c", k),): 1}
         if k in self.defs:
-            if k in self._busy:
-                return None
-            self._busy.add(k)
-            try:
-                return self.poly(self.defs[k])
-            finally:
-                self._busy.discard(k)
+            return self._through(k, self.poly)
         if v.uid == 0:
             return None                # a generated local the body does not define
         self.atoms[k] = v
         return {(("a", k),): 1}
+
+    def _through(self, k, read):
+        """read(the definition of local k), None for a definition that reaches itself."""
+        if k in self._busy:
+            return None
+        self._busy.add(k)
+        try:
+            return read(self.defs[k])
+        finally:
+            self._busy.discard(k)
 
     def _unknown(self, e) -> "dict | None":
         """An integer computed from data, as a factor of its own (see the module docstring)."""
@@ -135,12 +139,9 @@ class Space(Bounds):
 
     def _range(self, e) -> tuple:
         """(lower, upper) polynomials of an integer expression; None for an unknown side."""
-        if isinstance(e, ir.Var) and key(e) in self.defs and key(e) not in self._busy:
-            self._busy.add(key(e))
-            try:
-                return self._range(self.defs[key(e)])
-            finally:
-                self._busy.discard(key(e))
+        if isinstance(e, ir.Var) and key(e) in self.defs:
+            got = self._through(key(e), self._range)
+            return got if got is not None else (None, None)
         if isinstance(e, ir.Cond):
             lt, ht = self._refined(e.then, e.cond, True)
             lo_, ho = self._refined(e.other, e.cond, False)
@@ -208,13 +209,7 @@ class Space(Bounds):
         if isinstance(e, ir.Var):
             k = key(e)
             if k in self.defs:
-                if k in self._busy:
-                    return None
-                self._busy.add(k)
-                try:
-                    return self.pointer(self.defs[k])
-                finally:
-                    self._busy.discard(k)
+                return self._through(k, self.pointer)
             if k in self.varying:
                 return None
             return (e.name, {})

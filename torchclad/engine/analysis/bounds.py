@@ -22,14 +22,19 @@ def const(n: int) -> dict:
     return {(): n} if n else {}
 
 
+def _put(out: dict, m: tuple, c: int) -> None:
+    """out[m] += c, dropping a monomial whose coefficient becomes 0."""
+    v = out.get(m, 0) + c
+    if v:
+        out[m] = v
+    else:
+        out.pop(m, None)
+
+
 def add(p: dict, q: dict, k: int = 1) -> dict:
     out = dict(p)
     for m, c in q.items():
-        v = out.get(m, 0) + k * c
-        if v:
-            out[m] = v
-        else:
-            out.pop(m, None)
+        _put(out, m, k * c)
     return out
 
 
@@ -37,12 +42,7 @@ def mul(p: dict, q: dict) -> dict:
     out: dict = {}
     for m1, c1 in p.items():
         for m2, c2 in q.items():
-            m = tuple(sorted(m1 + m2, key=repr))
-            v = out.get(m, 0) + c1 * c2
-            if v:
-                out[m] = v
-            else:
-                out.pop(m, None)
+            _put(out, tuple(sorted(m1 + m2, key=repr)), c1 * c2)
     return out
 
 
