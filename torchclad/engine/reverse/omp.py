@@ -6,8 +6,9 @@ step, up or down) keeps its pragma in the recording forward. What an iteration r
 where another iteration cannot disturb it:
 
 - nothing recorded: the loop as written;
-- a fixed set of scalars saved at the end of each iteration: per-iteration slots
-  (`std::vector`s indexed by the iteration number k, pushed whole after the loop);
+- a fixed set of scalars and fixed-size local arrays saved at the end of each iteration:
+  per-iteration slots (`std::vector`s indexed by the iteration number k, pushed whole after
+  the loop);
 - anything else (loop counts, locals saved in inner blocks, a callee's records): each
   iteration records on its thread's own tape, and `torchclad::IterRecords` (runtime
   parallel.h) keeps the offset of iteration k's record, then moves all records to the shared
@@ -35,7 +36,7 @@ from dataclasses import dataclass, replace
 
 from .. import ir, names
 from ..analysis.affine import key
-from . import parallel
+from . import parallel, slots as slot_mod
 from .transform import TAPE
 
 #: what a reverse loop may keep of the forward's clauses
@@ -55,7 +56,7 @@ class Nest:
     kind: str                 # "parallel for", "parallel for simd" or "simd"
     clauses: tuple            # ((name, "(args)" or ""), ...) as written
     mode: str = "none"        # how iterations record: "none", "slots" or "records"
-    saved: tuple = ()         # the scalars kept in slots
+    saved: tuple = ()         # the locals kept in slots
 
     @property
     def loc(self):
@@ -132,16 +133,18 @@ def _tape_ops(body) -> int:
 
 
 def recording(asm, nt: Nest) -> "tuple[str, list]":
-    """How iterations record: ("none" | "slots" | "records", the saved scalars for slots)."""
+    """How iterations record: ("none" | "slots" | "records", the saved locals for slots)."""
     loop, path, _ = nt.levels[-1]
     body = asm.fwd_block(loop.body, path + (1,))
     ops = _tape_ops(body)
     if ops == 0:
         return "none", []
     saved = list(asm.rec.plan(path + (1,)).saved)
-    if ops == len(saved) and not any(d.var.type.is_array for d in saved):
+    if ops == len(saved) and all(slot_mod.width(d) for d in saved):
         return "slots", saved
     return "records", []
+
+
 
 
 def number(nt: Nest, levels: tuple, trips: list) -> ir.Expr:
@@ -181,15 +184,6 @@ def _rebuild(levels, body: list, pragma: str) -> ir.Loop:
     return inner[0]
 
 
-def _slot_vars(asm, saved) -> list:
-    out = []
-    for d in saved:
-        t = d.var.type
-        base = "unsigned char" if t.base == "bool" and not t.ptr else t.value().spell()
-        out.append(ir.Var(asm.names.fresh(names.SAVED_PREFIX, ir.INT).name,
-                          ir.Type(base, vector=True), 0))
-    return out
-
 
 def forward(asm, nt: Nest) -> list:
     """The recording forward of the nest."""
@@ -199,7 +193,7 @@ def forward(asm, nt: Nest) -> list:
     if mode == "none":
         body = asm.fwd_block(loop.body, path + (1,))
         return [_rebuild(nt.levels, body, outer.pragma)]
-    slots = _slot_vars(asm, saved) if mode == "slots" else []
+    slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
     trips, decls = _trip_decls(asm, nt.levels)
     total = trips[0] if len(trips) == 1 else asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
     if len(trips) > 1:
@@ -208,12 +202,18 @@ def forward(asm, nt: Nest) -> list:
     body = asm.fwd_block(loop.body, path + (1,))
     pragma = outer.pragma
     if mode == "slots":
-        body = [st for st in body if not isinstance(st, ir.TapePush)]
-        body += [ir.Assign("=", ir.Index(v, k, v.type.element()), d.var)
-                 for v, d in zip(slots, saved)]
-        out = decls + [ir.VectorDecl(v, total) for v in slots]
+        body = [st for st in body if not isinstance(st, (ir.TapePush, ir.TapeArray))]
+        for v, d in zip(slots, saved):
+            w = slot_mod.width(d)
+            if not d.var.type.dims:
+                body.append(ir.Assign("=", ir.Index(v, k, v.type.element()), d.var))
+            else:
+                at = ir.Binary("*", k, ir.Const(str(w), ir.LONG), ir.LONG)
+                body.append(slot_mod.copy(asm, v, at, d.var, None, w))
+        sizes = [slot_mod.scaled(total, slot_mod.width(d)) for d in saved]
+        out = decls + [ir.VectorDecl(v, n) for v, n in zip(slots, sizes)]
         out.append(_rebuild(nt.levels, body, pragma))
-        out += [ir.TapeArray(v, total, False) for v in slots]
+        out += [ir.TapeArray(v, n, False) for v, n in zip(slots, sizes)]
         return [ir.Block(tuple(out), outer.loc)]
     rec = asm.names.fresh(names.SAVED_PREFIX, RECORDS)
     if any(n == "num_threads" for n, _ in nt.clauses):
@@ -252,6 +252,8 @@ def _primal_of(asm) -> dict:
     return {a: by_uid[u] for u, a in rv.adj_names.items() if u in by_uid}
 
 
+
+
 def _levels(nt: Nest) -> list:
     out = []
     for _, _, c in nt.levels:
@@ -268,17 +270,11 @@ def reverse(asm, nt: Nest) -> list:
     loop, path, _ = nt.levels[-1]
     outer = nt.levels[0][0]
     body = list(asm.rev_block(loop.body, path + (1,)))
-    slots = _slot_vars(asm, saved) if mode == "slots" else []
+    slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
     trips, decls = _trip_decls(asm, nt.levels) if mode != "none" or len(nt.levels) > 1 \
         else ([], [])
     if mode == "slots":
-        k = number(nt, nt.levels, trips)
-        slot_of = {d.var.uid: v for v, d in zip(slots, saved)}
-        body = [ir.Decl(st.var, ir.Cast(ir.Index(slot_of[st.var.uid], k,
-                                                  slot_of[st.var.uid].type.element()),
-                                         st.var.type.value(), "static"), (), st.loc)
-                if isinstance(st, ir.Decl) and isinstance(st.init, ir.TapePop) and
-                st.var.uid in slot_of else st for st in body]
+        body = slot_mod.from_slots(asm, body, number(nt, nt.levels, trips), slots, saved)
     total = None
     if trips:
         total = trips[0] if len(trips) == 1 else asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
@@ -286,8 +282,9 @@ def reverse(asm, nt: Nest) -> list:
             decls.append(ir.Decl(total, _product(trips)))
     rec = None
     if mode == "slots":
-        decls += [ir.VectorDecl(v, total) for v in slots]
-        decls += [ir.TapeArray(v, total, True) for v in reversed(slots)]
+        sizes = [slot_mod.scaled(total, slot_mod.width(d)) for d in saved]
+        decls += [ir.VectorDecl(v, n) for v, n in zip(slots, sizes)]
+        decls += [ir.TapeArray(v, n, True) for v, n in reversed(list(zip(slots, sizes)))]
     elif mode == "records":
         rec = asm.names.fresh(names.SAVED_PREFIX, RECORDS)
         decls.append(ir.Decl(rec, ir.Raw("torchclad::IterRecords::load({0})", RECORDS, (TAPE,),
