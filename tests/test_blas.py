@@ -13,7 +13,8 @@ import pytest
 from torchclad.builtin import blas
 
 RUN = textwrap.dedent("""
-    import json, torch
+    import json, os, torch
+    torch.set_num_threads(int(os.environ["NT"]))     # the other BLAS runs at one thread only
     import torchclad.nn as tnn
     from torchclad.builtin import blas, loader
     loader.extension()
@@ -33,9 +34,10 @@ RUN = textwrap.dedent("""
 """)
 
 
-def _run(choice: str) -> dict:
+def _run(choice: str, threads: int = 1) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHCLAD_SGEMM_LIB",)}
     env["TORCHCLAD_BLAS"] = choice
+    env["NT"] = str(threads)
     out = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, env=env,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -49,8 +51,9 @@ def test_mkl_when_asked():
 
 @pytest.mark.skipif(blas.openblas_library() is None, reason="numpy's OpenBLAS is not installed")
 def test_openblas_when_asked():
-    r = _run("openblas")
-    assert r["selected"] == "openblas" and r["err"] < 1e-5
+    for threads in (1, 2):           # at 2 threads the kernels fall back to MKL
+        r = _run("openblas", threads)
+        assert r["selected"] == "openblas" and r["err"] < 1e-5
 
 
 def test_auto_picks_by_cpu(monkeypatch):

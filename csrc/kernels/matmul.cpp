@@ -35,8 +35,9 @@ extern "C" void dgemm_(const char* transa, const char* transb, const int* m, con
 // at import (by CPU: numpy's OpenBLAS, where it measured faster than MKL at the models' shapes,
 // benchmarks/bench_blas.py): TORCHCLAD_SGEMM_LIB names a library exporting an ILP64 Fortran
 // sgemm (numpy's OpenBLAS: scipy_sgemm_64_), loaded on the first call; unset, or not loadable:
-// MKL's sgemm_. Its thread count follows OpenMP's (torch.set_num_threads), set before a call
-// when it changed.
+// MKL's sgemm_. It is called only when OpenMP runs one thread: with more, its own thread pool
+// and the OpenMP threads of torch and of the kernels compete for the cores (measured: the fused
+// GPT-2 at 2 threads 2x slower with it), and MKL, which runs on OpenMP's threads, is used.
 using matmul_sgemm64_fn = void (*)(const char*, const char*, const long*, const long*,
                                    const long*, const float*, const float*, const long*,
                                    const float*, const long*, const float*, float*, const long*);
@@ -73,15 +74,15 @@ inline matmul_blas& matmul_other_blas() {
 inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
                         int lda, const float* b, int ldb, float beta, float* c, int ldc) {
     matmul_blas& other = matmul_other_blas();
-    if (other.sgemm != nullptr) {
 #ifdef _OPENMP
-        const int threads = omp_get_max_threads();
+    const bool one_thread = omp_get_max_threads() == 1;
 #else
-        const int threads = 1;
+    const bool one_thread = true;
 #endif
-        if (other.set_threads != nullptr && threads != other.threads) {
-            other.set_threads(threads);
-            other.threads = threads;
+    if (other.sgemm != nullptr && one_thread) {
+        if (other.set_threads != nullptr && other.threads != 1) {
+            other.set_threads(1);
+            other.threads = 1;
         }
         const long M = m, N = n, K = k, LA = lda, LB = ldb, LC = ldc;
         other.sgemm(ta ? "T" : "N", tb ? "T" : "N", &M, &N, &K, &alpha, a, &LA, b, &LB, &beta, c,
