@@ -1,7 +1,8 @@
 """One benchmark case in a process of its own, driven step by step (benchlib.run_interleaved).
 
     python benchmarks/_worker.py [--threads N] component <name> <impl>
-    python benchmarks/_worker.py [--threads N] gpt2 <impl> <B> <T>
+    python benchmarks/_worker.py [--threads N] gpt2 <impl> [<model>] <B> <T>   (model: demo |
+                                 shakespeare | gpt2, reference_models.MODELS; default gpt2)
     python benchmarks/_worker.py [--threads N] --once [--steps N] component gelu torchclad   (by hand)
 
 component: matmul | attention | layernorm | gelu | crossentropy;  impl: torchclad | eager | compile
@@ -159,18 +160,20 @@ class ComponentCase:
 
 
 class GPT2Case:
-    def __init__(self, impl: str, B: int, T: int) -> None:
+    def __init__(self, impl: str, model_name: str, B: int, T: int) -> None:
         import torch
+
+        import reference_models as ref
 
         torch.manual_seed(0)
         t0 = time.perf_counter()
+        cfg = ref.MODELS[model_name][0]
+        self.vocab = cfg["vocab_size"]
         if impl in ("torchclad", "torchclad_fused"):
             tnn = _torchclad_nn("GPT2", "GPT2Config")
-            model = tnn.GPT2(tnn.GPT2Config(), fused=impl == "torchclad_fused")
+            model = tnn.GPT2(tnn.GPT2Config(**cfg), fused=impl == "torchclad_fused")
         elif impl in ("eager", "compile"):
-            import reference_models as ref
-
-            model = ref.GPT2(ref.Config())
+            model = ref.GPT2(ref.Config(**cfg))
         else:
             raise SystemExit(f"unknown impl {impl!r}")
         # the same weights for every impl, copied by name (nanoGPT / llm.c names in both);
@@ -186,8 +189,8 @@ class GPT2Case:
         self.fn = torch.compile(model, dynamic=True) if impl == "compile" else model
         self.opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
         g = torch.Generator().manual_seed(2)
-        self.idx = torch.randint(0, 50304, (B, T), generator=g)
-        self.targets = torch.randint(0, 50304, (B, T), generator=g)
+        self.idx = torch.randint(0, self.vocab, (B, T), generator=g)
+        self.targets = torch.randint(0, self.vocab, (B, T), generator=g)
         self.losses: list[float] = []
 
     def step(self) -> dict:
@@ -281,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.what == "component":
             case = ComponentCase(*a.args)
         else:
-            impl, B, T = a.args
-            case = GPT2Case(impl, int(B), int(T))
+            impl, model, B, T = a.args if len(a.args) == 4 else (a.args[0], "gpt2", *a.args[1:])
+            case = GPT2Case(impl, model, int(B), int(T))
     except Unavailable as e:
         _reply({"status": "unavailable", "reason": str(e)})
         return 0

@@ -1,102 +1,127 @@
-"""GPT-2 124M training step: torchclad modular, torchclad fused, PyTorch eager, torch.compile.
+"""GPT-2 training step: torchclad modular, torchclad fused, PyTorch eager, torch.compile.
 
-GPT-2 small (12 layers, 12 heads, 768 channels, vocabulary 50304, block 1024) at
-(B, T) in {(1, 16), (2, 32), (4, 64)}. A step = forward with targets, loss.backward(),
-AdamW.step(); forward, backward and the optimizer are timed apart, and the comparison is on
-forward + backward (AdamW is the same code for every implementation).
+Three models (reference_models.MODELS): the `make demo` size (2 layers, 4 heads, 128
+channels, vocabulary 56, B16 T64), nanoGPT's shakespeare-char configuration (6 layers, 6 heads,
+384 channels, vocabulary 65, B8 T256) and GPT-2 small (124M: 12 layers, 12 heads, 768
+channels, vocabulary 50304, B4 T64). Each at torch's default thread count (the headline: the
+machine's cores, everyone's OpenMP and BLAS threads) and at one thread (the per-core row). A
+step = forward with targets, loss.backward(), AdamW.step(); forward, backward and the
+optimizer are timed apart, and the comparison is on forward + backward (AdamW is the same code
+for every implementation).
 
-* ``torchclad``        ``torchclad.nn.GPT2(GPT2Config())``: autograd chains the layers' generated sweeps
-* ``torchclad_fused``  ``GPT2(GPT2Config(), fused=True)``: one generated sweep for the whole model
+* ``torchclad``        ``torchclad.nn.GPT2(config)``: autograd chains the layers' generated sweeps
+* ``torchclad_fused``  ``GPT2(config, fused=True)``: one generated sweep for the whole model
 * ``eager``            a plain-PyTorch GPT-2 (benchmarks/reference_models.py), same weights
-* ``compile``          ``torch.compile(<that model>, dynamic=True)``: one graph for the three
-                       shapes, so the later processes reuse the inductor cache; the first
-                       step (compilation included) is reported apart
+* ``compile``          ``torch.compile(<that model>, dynamic=True)``; the first step
+                       (compilation included) is reported apart
 
-Every implementation runs in a process of its own (peak RSS of its own); the four processes of
-one (B, T) stay alive together and take turns, one step each per round, so the per-round ratios
-compare steps run under the same machine load (benchlib.run_interleaved; ~11 GB at once -- with
-less memory available they run one at a time, unpaired). All implementations get the same
-weights (copied by parameter name), so their first losses must agree (checked). A model that is
-missing or fails is a row with its reason.
+Every implementation runs in a process of its own (two OpenMP runtimes in one process disturb
+each other; peak RSS of its own); the four processes of one case stay alive together and take
+turns, one step each per round, so the per-round ratios compare steps run under the same
+machine load (benchlib.run_interleaved). With one thread the clock is the process CPU time,
+with more the wall clock. All implementations get the same weights (copied by parameter name),
+so their first losses must agree (checked). A model that is missing or fails is a row with its
+reason.
 
-The GEMM floor of a step (``gemm_floor``, stored per case as ``gemm_floor_ms``): the
-forward, d-input and d-weight sgemm of each of the 49 linear layers (4 per block and the
-lm_head), replayed with ``torch.mm`` into preallocated outputs at the benchmark's thread count,
-minimum over repetitions. Every implementation here runs these GEMMs through MKL, so no
-fwd+bwd can be faster than it; eager's time over it is the most any of them can gain.
+The GEMM floor of a case (``gemm_floor``, stored per case): the forward, d-input and d-weight
+sgemm of each linear layer (4 per block and the lm_head), replayed with ``torch.mm`` into
+preallocated outputs at the case's thread count, minimum over repetitions. Every
+implementation here runs these GEMMs through MKL, so no fwd+bwd can be faster than it.
 
 Results: section ``gpt2`` of benchmarks/results.json, table in results.md.
 
-    python benchmarks/bench_gpt2.py [--quick] [--sizes 1x16,4x64] [--impls eager,torchclad]
-    python benchmarks/bench_gpt2.py --gemm-floor-only   # (re)measure the floor only
+    python benchmarks/bench_gpt2.py [--quick] [--models demo,shakespeare,gpt2] [--threads 0,1]
+                                    [--impls eager,torchclad_fused]
+    python benchmarks/bench_gpt2.py --gemm-floor-only   # (re)measure the floors only
     pytest benchmarks/bench_gpt2.py --benchmark-only -s
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import benchlib as bl
+import reference_models as ref
 
 SECTION = "gpt2"
-SIZES = ((1, 16), (2, 32), (4, 64))
+MODELS = tuple(ref.MODELS)
+THREADS = (0, 1)            # 0 = torch's default (the headline), 1 = per core
 IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 
 
-def run_all(sizes=SIZES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
-    rounds, max_s = (2, 10.0) if quick else (12, 60.0)
+def label(model: str, threads: int) -> str:
+    """The case label: model, (B, T) and thread count (`demo B16,T64 2thr`)."""
+    B, T = ref.MODELS[model][1]
+    n = threads or _default_threads()
+    return f"{model} B{B},T{T} {n}thr"
+
+
+def _default_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def run_all(models=MODELS, thread_counts=THREADS, impls=IMPLS, quick: bool = False,
+            write: bool = True) -> dict:
+    rounds, max_s = (2, 10.0) if quick else (12, 90.0)
     machine = bl.machine_info()
-    threads = bl.bench_threads()
-    machine["bench_threads"] = threads
-    rows = []
-    for B, T in sizes:
-        case = f"B{B},T{T}"
-        res = bl.run_interleaved({impl: ["gpt2", impl, str(B), str(T)] for impl in impls},
-                                 warmup={impl: 3 if impl == "compile" else 2 for impl in impls},
-                                 rounds=rounds, min_seconds=0.0, max_seconds=max_s,
-                                 threads=threads, setup_timeout=1500, mem_per_worker_gb=3.5)
-        res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward"),
-                                      "step": ("forward", "backward", "optimizer")})
-        losses = {i: r["first_loss"] for i, r in res.items() if r.get("status") == "ok"}
-        for impl in impls:
-            row = {"case": case, "B": B, "T": T, **res[impl]}
-            if impl in losses and "eager" in losses:  # same weights and tokens: same loss
-                row["loss_diff_vs_eager"] = abs(losses[impl] - losses["eager"])
-            rows.append(row)
-            print(f"  gpt2: {case} {impl:16s} {_brief(row)}", flush=True)
+    rows, cases, floors = [], [], {}
+    for threads in thread_counts:
+        for model in models:
+            B, T = ref.MODELS[model][1]
+            case = label(model, threads)
+            cases.append(case)
+            mem = 3.5 if model == "gpt2" else 1.0
+            res = bl.run_interleaved({impl: ["gpt2", impl, model, str(B), str(T)]
+                                      for impl in impls},
+                                     warmup={impl: 3 if impl == "compile" else 2 for impl in impls},
+                                     rounds=rounds, min_seconds=0.0, max_seconds=max_s,
+                                     threads=threads, setup_timeout=1500, mem_per_worker_gb=mem,
+                                     min_step_seconds=0.0 if model == "gpt2" else 0.2)
+            res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward"),
+                                          "step": ("forward", "backward", "optimizer")})
+            losses = {i: r["first_loss"] for i, r in res.items() if r.get("status") == "ok"}
+            for impl in impls:
+                row = {"case": case, "model": model, "B": B, "T": T, **res[impl]}
+                if impl in losses and "eager" in losses:  # same weights and tokens: same loss
+                    row["loss_diff_vs_eager"] = abs(losses[impl] - losses["eager"])
+                rows.append(row)
+                print(f"  gpt2: {case} {impl:16s} {_brief(row)}", flush=True)
+            floors[case] = _floor_in_process(model, threads, 2 if quick else 7)
     payload = {
         "machine": machine,
         "method": ("one process per implementation, all alive together (one at a time if memory "
                    "is short); 2 warm-up steps (3 for compile), then >= 2 and up to "
                    f"{rounds} rounds (stopping after {max_s:.0f} s) of one step per "
-                   f"implementation, order rotating; {threads or 'default'} thread(s); process "
-                   "CPU time with one thread, else wall; ratio = median over rounds of the "
-                   "per-round forward+backward ratio to eager; AdamW timed apart"),
-        "cases": [f"B{B},T{T}" for B, T in sizes], "impls": list(impls), "quick": quick,
-        "rows": rows,
-        "gemm_floor": _floors(sizes, threads, 2 if quick else 7),
+                   "implementation (the small models: steps repeated to >= 0.2 s), order "
+                   "rotating; at torch's default thread count and at 1; process CPU time with "
+                   "one thread, else wall; ratio = median over rounds of the per-round "
+                   "forward+backward ratio to eager; AdamW timed apart"),
+        "cases": cases, "impls": list(impls), "quick": quick, "rows": rows,
+        "gemm_floor": floors,
     }
     if write:
-        sec = bl.merged(SECTION, payload, ("case", "impl"), [f"B{B},T{T}" for B, T in SIZES],
-                        "cases")
+        sec = bl.merged(SECTION, payload, ("case", "impl"), None, "cases")
         old = bl.load_results().get("sections", {}).get(SECTION) or {}
         sec["gemm_floor"] = {**old.get("gemm_floor", {}), **payload["gemm_floor"]}
         bl.update_section(SECTION, sec)
     return payload
 
 
-def gemm_floor(B: int, T: int, threads: int = 1, reps: int = 7, n_layer: int = 12,
-               C: int = 768, V: int = 50304) -> dict:
-    """CPU time of the GEMMs of one GPT-2 fwd+bwd at (B, T) (see the module docstring)."""
+def gemm_floor(model: str, threads: int = 1, reps: int = 7) -> dict:
+    """Time of the GEMMs of one fwd+bwd of `model` (see the module docstring)."""
     import time
 
     import torch
 
     if threads:
         torch.set_num_threads(threads)
-    N = B * T
-    shapes = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)] * n_layer + [(C, V)]
+    cfg, (B, T) = ref.MODELS[model]
+    N, C, V, L = B * T, cfg["n_embd"], cfg["vocab_size"], cfg["n_layer"]
+    shapes = [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)] * L + [(C, V)]
     g = torch.Generator().manual_seed(0)
     bufs = {}
     for k, o in set(shapes):
@@ -117,14 +142,20 @@ def gemm_floor(B: int, T: int, threads: int = 1, reps: int = 7, n_layer: int = 1
     return {"min": times[0], "median": times[len(times) // 2], "gflop": flop / 1e9}
 
 
-def _floors(sizes, threads, reps: int = 7) -> dict:
-    out = {}
-    for B, T in sizes:
-        f = gemm_floor(B, T, threads, reps)
-        out[f"B{B},T{T}"] = f
-        print(f"  gpt2: B{B},T{T} GEMM floor {f['min'] * 1e3:.0f} ms ({f['gflop']:.0f} GFLOP, "
-              f"{f['gflop'] / f['min']:.0f} GFLOP/s)", flush=True)
-    return out
+def _floor_in_process(model: str, threads: int, reps: int) -> dict:
+    """gemm_floor in a fresh process (the thread count is set before torch loads)."""
+    import json
+    import subprocess
+
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    out = subprocess.run([sys.executable, __file__, "--floor-worker", model, str(threads),
+                          str(reps)], capture_output=True, text=True, env=env, timeout=3600)
+    f = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"  gpt2: {label(model, threads)} GEMM floor {f['min'] * 1e3:.1f} ms "
+          f"({f['gflop']:.1f} GFLOP, {f['gflop'] / f['min']:.0f} GFLOP/s)", flush=True)
+    return f
 
 
 def _brief(row: dict) -> str:
@@ -152,23 +183,32 @@ def test_gpt2(benchmark):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sizes", default=",".join(f"{b}x{t}" for b, t in SIZES))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--threads", default=",".join(map(str, THREADS)),
+                    help="thread counts, 0 = torch's default")
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--gemm-floor-only", action="store_true",
-                    help="measure the GEMM floor only, into the stored gpt2 section")
+                    help="measure the GEMM floors only, into the stored gpt2 section")
+    ap.add_argument("--floor-worker", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.floor_worker:
+        import json
+        model, threads, reps = a.floor_worker
+        print(json.dumps(gemm_floor(model, int(threads), int(reps))))
+        return 0
     import render
 
-    sizes = [tuple(int(v) for v in s.split("x")) for s in a.sizes.split(",")]
+    models = a.models.split(",")
+    threads = [int(t) for t in a.threads.split(",")]
     if a.gemm_floor_only:
-        floors = _floors(sizes, bl.bench_threads())
+        floors = {label(m, t): _floor_in_process(m, t, 7) for t in threads for m in models}
         sec = bl.load_results().get("sections", {}).get(SECTION)
         if sec and not a.no_write:
             sec["gemm_floor"] = {**sec.get("gemm_floor", {}), **floors}
             bl.update_section(SECTION, sec)
         return 0
-    payload = run_all(sizes, a.impls.split(","), a.quick, write=not a.no_write)
+    payload = run_all(models, threads, a.impls.split(","), a.quick, write=not a.no_write)
     print(render.gpt2_table(payload))
     return 0
 

@@ -132,7 +132,7 @@ RATIOS = {  # name: (numerator calls, denominator calls)
 }
 
 
-def summarize(case: RevCase, raw: dict, gen_s: float, build_s: float) -> dict:
+def summarize(case: RevCase, raw: dict, gen_s: float, build_s: float, threads: int = 1) -> dict:
     """Statistics and ratios. Clock: the process CPU time (programs run on one OpenMP thread, on
     a shared machine). Headline ratios (``min_ratios``, and ``meets_target``): ratios of minima,
     the uncontended cost of each call; ``ratios``: medians (p10, p90) of the per-round ratios
@@ -140,6 +140,8 @@ def summarize(case: RevCase, raw: dict, gen_s: float, build_s: float) -> dict:
     The wall-clock numbers are kept too."""
     cpu = {k: bl.stats(v) for k, v in raw["cpu_times"].items()}
     wall = {k: bl.stats(v) for k, v in raw["times"].items()}
+    if threads > 1:      # several threads: CPU time adds theirs up; the wall clock is the time
+        cpu, raw = wall, {**raw, "cpu_times": raw["times"]}
     ratios = {k: _paired(raw["cpu_times"], a, b) for k, (a, b) in RATIOS.items()}
 
     def min_ratio(t, a, b):
@@ -148,10 +150,11 @@ def summarize(case: RevCase, raw: dict, gen_s: float, build_s: float) -> dict:
     mins = {k: min_ratio(cpu, a, b) for k, (a, b) in RATIOS.items()}
     r = mins["sweep_over_hand"]
     return {
-        "kernel": case.kernel, "label": case.label, "function": case.function,
+        "kernel": case.kernel, "label": _label(case, threads), "function": case.function,
+        "threads": threads,
         "status": "ok", "sizes": raw["sizes"], "tape_bytes": raw["tape_bytes"],
         "omp_threads": raw.get("omp_threads"), "check": raw["check"], "tol": raw["tol"],
-        "clock": "process_cpu",
+        "clock": "process_cpu" if threads == 1 else "wall",
         "times": cpu, "wall_times": wall,
         "ratios": ratios,
         "min_ratios": mins,
@@ -163,8 +166,13 @@ def summarize(case: RevCase, raw: dict, gen_s: float, build_s: float) -> dict:
     }
 
 
+def _label(case: RevCase, threads: int) -> str:
+    return case.label + (f" ({threads} threads)" if threads != 1 else "")
+
+
 def run_case(case: RevCase, out_dir: Path, rounds: int, min_seconds: float, threads: int = 1) -> dict:
-    base = {"kernel": case.kernel, "label": case.label, "function": case.function}
+    base = {"kernel": case.kernel, "label": _label(case, threads), "function": case.function,
+            "threads": threads}
     try:
         tu, gen_s, why = generate(case, out_dir)
         if tu is None:
@@ -176,35 +184,38 @@ def run_case(case: RevCase, out_dir: Path, rounds: int, min_seconds: float, thre
         if proc.returncode != 0:
             return {**base, "status": "error",
                     "reason": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
-        return summarize(case, json.loads(proc.stdout), gen_s, build_s)
+        return summarize(case, json.loads(proc.stdout), gen_s, build_s, threads)
     except Exception as e:  # a broken case is a row, not the end of the suite
         return {**base, "status": "error", "reason": f"{type(e).__name__}: {e}"[-2000:]}
 
 
 def run_all(kernels: list[str] | None = None, quick: bool = False, keep: Path | None = None,
-            write: bool = True) -> dict:
+            write: bool = True, thread_counts=(1, 2)) -> dict:
     rounds, min_seconds = (5, 0.2) if quick else (30, 1.5)
     cases = [c for c in CASES if kernels is None or c.kernel in kernels]
     machine = bl.machine_info(with_torch=False)
     with tempfile.TemporaryDirectory(prefix="torchclad_bench_reverse_") as tmp:
         out_dir = Path(keep) if keep else Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
-        rows = [run_case(c, out_dir, rounds, min_seconds) for c in cases]
+        rows = [run_case(c, out_dir, rounds, min_seconds, t) for t in thread_counts
+                for c in cases]
     payload = {
         "machine": machine,
         "cxxflags": bl.kernel_build_flags()[2],
         "method": ("one C++ program per kernel, flags of the installed kernels: "
                    + bl.kernel_build_flags()[2]
-                   + f"; OMP_NUM_THREADS=1; {rounds}+ interleaved rounds (>= {min_seconds} s of "
+                   + f"; OMP_NUM_THREADS={','.join(map(str, thread_counts))} (the generated "
+                   "sweeps' loops are parallel, the hand-written backwards serial, as llm.c's); "
+                   f"{rounds}+ interleaved rounds (>= {min_seconds} s of "
                    "sweeps) after 2 warm-up rounds; fresh tape per round; per-call process CPU "
-                   "time (wall time kept as wall_times); min_ratios = ratios of minima (headline), "
-                   "ratios = medians of per-round ratios"),
+                   "time at one thread, wall time at more (both kept); min_ratios = ratios of "
+                   "minima (headline), ratios = medians of per-round ratios"),
         "target_sweep_over_hand": TARGET,
         "quick": quick,
         "rows": rows,
     }
     if write:
-        bl.update_section(SECTION, bl.merged(SECTION, payload, ("kernel",)))
+        bl.update_section(SECTION, bl.merged(SECTION, payload, ("kernel", "threads")))
     return payload
 
 
@@ -223,7 +234,7 @@ def test_reverse_sweep(benchmark):
     payload = benchmark.pedantic(run_all, rounds=1, iterations=1)
     print("\n" + table(payload))
     for row in payload["rows"]:
-        benchmark.extra_info[row["kernel"]] = (
+        benchmark.extra_info[row.get("label", row["kernel"])] = (
             row["min_ratios"]["sweep_over_hand"] if row["status"] == "ok" else row.get("reason"))
     broken = [r for r in payload["rows"] if r["status"] == "error"]
     assert not broken, "\n".join(f"{r['kernel']}: {r['reason']}" for r in broken)
@@ -236,9 +247,11 @@ def main(argv: list[str] | None = None) -> int:
                     + ",".join(c.kernel for c in CASES))
     ap.add_argument("--keep", type=Path, help="build in (and keep) this directory")
     ap.add_argument("--no-write", action="store_true", help="do not update results.json")
+    ap.add_argument("--threads", default="1,2", help="OpenMP thread counts (default 1,2)")
     args = ap.parse_args(argv)
     kernels = args.kernels.split(",") if args.kernels else None
-    payload = run_all(kernels, args.quick, args.keep, write=not args.no_write)
+    payload = run_all(kernels, args.quick, args.keep, write=not args.no_write,
+                      thread_counts=[int(t) for t in args.threads.split(",")])
     print(table(payload))
     return 1 if any(r["status"] == "error" for r in payload["rows"]) else 0
 

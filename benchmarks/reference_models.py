@@ -15,6 +15,17 @@ import torch.nn.functional as F
 from torch import nn
 
 
+#: the models bench_gpt2.py trains: the `make demo` size, nanoGPT's shakespeare-char
+#: configuration, GPT-2 small (124M); each with the (B, T) it is timed at
+MODELS = {
+    "demo": (dict(block_size=64, vocab_size=56, n_layer=2, n_head=4, n_embd=128), (16, 64)),
+    "shakespeare": (dict(block_size=256, vocab_size=65, n_layer=6, n_head=6, n_embd=384),
+                    (8, 256)),
+    "gpt2": (dict(block_size=1024, vocab_size=50304, n_layer=12, n_head=12, n_embd=768),
+             (4, 64)),
+}
+
+
 @dataclass
 class Config:
     block_size: int = 1024

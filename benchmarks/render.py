@@ -162,7 +162,7 @@ def gpt2_table(sec: dict) -> str:
             f"{r[i]['rss_peak_mb'] / 1024:.2f}" if r[i] and r[i].get("rss_peak_mb") else "–"
             for i in impls))
         out.append(cells)
-    head = ["B,T", "eager ms", "torchclad ms", "fused ms", "compile ms", "**torchclad / eager**",
+    head = ["case", "eager ms", "torchclad ms", "fused ms", "compile ms", "**torchclad / eager**",
             "**fused / eager**", "compile / eager", "step eager ms", "step torchclad ms",
             "step fused ms", "max loss diff", "peak RSS GB (eager / tc / fused / compile)"]
     notes = _notes(rows, "case")
@@ -181,15 +181,29 @@ def gemm_floor_table(sec: dict) -> str:
         if not f:
             continue
         ms = 1000 * f["min"]
-        cells = [case, f"{f['gflop']:.0f}", f"{ms:.0f}", f"{f['gflop'] / f['min']:.0f}"]
+        cells = [case, f"{f['gflop']:.1f}", f"{ms:.1f}", f"{f['gflop'] / f['min']:.0f}"]
         for i in impls:
             t = _t(idx.get((case, i)), "fwd_bwd")
             cells.append(f"{t / f['min']:.2f}×" if t else "–")
         out.append(cells)
     if not out:
         return ""
-    head = ["B,T", "GFLOP", "sgemm floor ms", "GFLOP/s", "eager / floor", "torchclad / floor",
+    head = ["case", "GFLOP", "sgemm floor ms", "GFLOP/s", "eager / floor", "torchclad / floor",
             "fused / floor", "compile / floor"]
+    return _table(head, out)
+
+
+def blas_table(sec: dict) -> str:
+    out = []
+    for r in sec.get("rows", []):
+        q = r.get("ratio") or {}
+        slower = [k for k, v in (r.get("shapes") or {}).items() if v["ratio"] > 1.0]
+        out.append([r["case"], str(r["threads"]), f"{r['mkl_ms']:.1f}", f"{r['openblas_ms']:.1f}",
+                    f"**{q.get('median', float('nan')):.2f}×** <sub>({q.get('p10', 0):.2f}–"
+                    f"{q.get('p90', 0):.2f})</sub>",
+                    f"{len(slower)} of {len(r.get('shapes') or {})}"])
+    head = ["model", "threads", "MKL ms", "OpenBLAS ms", "**OpenBLAS / MKL**",
+            "shapes where OpenBLAS is slower"]
     return _table(head, out)
 
 
@@ -265,13 +279,23 @@ _INTROS = {
         "compilation (with whatever the inductor cache already holds). Eager attention is "
         "`F.scaled_dot_product_attention(is_causal=True)`. Ratio > 1: slower than eager.",
     "gpt2":
-        "Forward + backward of GPT-2 small (vocabulary 50304, 12 layers) at each (B, T); the "
-        "step adds AdamW. `torchclad` = `GPT2(config)` (modular: autograd chains the "
-        "generated sweeps), `fused` = `GPT2(config, fused=True)` (one generated sweep for "
-        "the whole model), eager / compile = a plain-PyTorch GPT-2 "
-        "(`benchmarks/reference_models.py`; compile with `dynamic=True`); same weights, "
-        "so the first losses agree (*max loss diff*); one process per implementation, "
-        "interleaved (`benchmarks/bench_gpt2.py`). Ratio > 1: slower than eager.",
+        "Forward + backward of three GPT-2 models: the `make demo` size (2 layers, 4 heads, "
+        "128 channels, vocabulary 56, B16 T64), nanoGPT's shakespeare-char configuration "
+        "(6 layers, 6 heads, 384 channels, vocabulary 65, B8 T256) and GPT-2 small (124M, "
+        "B4 T64); each at torch's default thread count (*N*thr = the machine's cores: the "
+        "headline) and at one thread (per core). The step adds AdamW. `torchclad` = "
+        "`GPT2(config)` (modular: autograd chains the generated sweeps), `fused` = "
+        "`GPT2(config, fused=True)` (one generated sweep for the whole model), eager / "
+        "compile = a plain-PyTorch GPT-2 (`benchmarks/reference_models.py`; compile with "
+        "`dynamic=True`); same weights, so the first losses agree (*max loss diff*); one "
+        "process per implementation, interleaved (`benchmarks/bench_gpt2.py`); with more "
+        "than one thread the clock is the wall clock. Ratio > 1: slower than eager.",
+    "blas":
+        "The GEMMs of each model's fwd+bwd (forward, d input, d weight of every linear "
+        "layer) replayed with torch's BLAS (MKL, `torch.mm`) and with numpy's (OpenBLAS, "
+        "`numpy.matmul`), each library in a process of its own, alternating round by round "
+        "(`benchmarks/bench_blas.py`); the minimum over each process's replays, the ratio "
+        "is the median of the per-round ratios. < 1: OpenBLAS is faster.",
     "build":
         "The engine over `torchclad/builtin/registry.py`'s registry (wall time per kernel file), then "
         "a fresh compile of each unit (kernel + generated derivatives + pybind11 glue) into "
@@ -282,7 +306,8 @@ _INTROS = {
 
 _GEMM_FLOOR_INTRO = (
     "The matmul bound: the step's sgemms (forward and backward, attention's excepted) "
-    "replayed alone with `torch.mm` into preallocated buffers, same thread count "
+    "replayed alone with `torch.mm` into preallocated buffers, same thread count, in a "
+    "process of its own "
     "(`bench_gpt2.gemm_floor`; minimum over repetitions, measured in the same run "
     "as the table above), against each implementation's fwd+bwd minimum. Anything "
     "that keeps MKL's sgemm runs at or above 1.00× of it, so the speed-up over eager "
@@ -310,7 +335,10 @@ _SECTIONS = (
                       "(C++, float32)", reverse_table),
     ("components", "## Components: forward + backward (PyTorch modules, CPU, float32)",
      components_table),
-    ("gpt2", "## GPT-2 124M training step (CPU, float32)", gpt2_table),
+    ("gpt2", "## GPT-2 training step: demo size, shakespeare-char, 124M (CPU, float32)",
+     gpt2_table),
+    ("blas", "## Which sgemm: MKL (torch) vs OpenBLAS (numpy) at the models' GEMM shapes",
+     blas_table),
     ("build", "## Build: engine generation and compile time of the built-in kernels",
      build_table),
 )

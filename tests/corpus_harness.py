@@ -535,7 +535,8 @@ class Session:
     def _gcc(self, tag: str, text: str, opt: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
         src, so = self.dir / f"{tag}.cpp", self.dir / f"{tag}.so"
         src.write_text(text)
-        argv = [CXX, "-std=c++17", "-shared", "-fPIC", opt, "-Wall", "-fvisibility=hidden",
+        # -fopenmp: the omp_* cases' parallel loops run on several threads in every variant
+        argv = [CXX, "-std=c++17", "-shared", "-fPIC", opt, "-Wall", "-fopenmp", "-fvisibility=hidden",
                 *self.cxxflags, f"-I{RUNTIME_INCLUDE}", str(src), "-o", str(so)]
         t0 = time.perf_counter()
         # g++ is not run with the sanitizer runtime preloaded (--sanitize re-executes us with it)

@@ -191,7 +191,10 @@ def test_template_custom_pullback_with_null_argument(mod, dtype, sfx):
 
 def test_parallel_reduction_with_absent_bias(mod):
     derivs, m = mod
-    assert "reduction(+: _d_bias[:C])" in derivs["rows_bias"].code
+    # since #15: fixed-chunk partial sums (the same bits at any thread count), combined only
+    # into a non-null adjoint; no OpenMP reduction
+    code = derivs["rows_bias"].code
+    assert "torchclad::par_combine" in code and "reduction(" not in code
     d = torch.float64
     B, C = 6, 5
     inp, bias = torch.randn(B * C, dtype=d), torch.randn(C, dtype=d)
@@ -224,7 +227,10 @@ def test_loop_invariant_adjoint_is_accumulated_in_a_local(mod):
 def test_no_accumulator_when_a_callee_gets_one_array_twice(mod):
     derivs, m = mod
     callee = [t for n, t in derivs["first_times"].functions if n.startswith("scale_by_first")]
-    assert callee and not any("_acc" in t for t in callee)
+    # a and b are both only read by the callee: their adjoints are only added into, in any
+    # order, so overlapping them is harmless and the accumulator is allowed (generate.overlapping);
+    # the gradient below is the check that it stays right
+    assert callee and any("_acc" in t for t in callee)
     assert "_acc0 +=" in derivs["wsum"].code              # the accumulator's spelling elsewhere
     d = torch.float64
     x = torch.tensor([0.5, -1.5, 2.0], dtype=d)

@@ -1,14 +1,23 @@
-"""`#pragma omp parallel for` in kernels: the forward stays parallel where it records nothing
-on the shared tape (per-iteration slots instead), and the reverse loop runs in parallel only
-where every adjoint access is private to an iteration or a `+=` reduction."""
+"""`#pragma omp parallel for` in kernels (reverse/omp.py, reverse/parallel.py).
+
+The forward keeps the pragma wherever its loops are canonical, whatever the iterations record
+(slots, or per-iteration records with an offset table); the reverse runs the iterations in
+parallel when the engine proves their adjoint writes disjoint, with fixed-chunk partial sums
+for adjoints every iteration adds into; otherwise it runs serially and says so
+(ParallelWarning, file:line:col). Gradients match torch and are the same bits at 1, 2 and 3
+threads. The corpus (tests/corpus/kernels/omp_*.cpp) checks the same shapes against finite
+differences in all eight variants.
+"""
 from __future__ import annotations
 
 import textwrap
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
 
-from torchclad.engine import differentiate
+from torchclad.engine import ParallelWarning, differentiate
 
 ELEMENTWISE = textwrap.dedent("""
     #include <cmath>
@@ -18,34 +27,56 @@ ELEMENTWISE = textwrap.dedent("""
       for (int i = 0; i < N; i++) { T x = inp[i]; out[i] = x * std::tanh(x); }
     }""")
 
+# rows share w and an optional bias: partial sums over fixed chunks of rows
 ROWS = textwrap.dedent("""
-    void rows(double* out, const double* inp, const double* w, int B, int C) {
+    template <typename T>
+    void rows(T* out, const T* inp, const T* w, const T* bias, int B, int C) {
       #pragma omp parallel for
       for (int b = 0; b < B; b++) {
-        const double* x = inp + b * C;
-        double m = 0;
+        const T* x = inp + b * C;
+        T m = 0;
         for (int i = 0; i < C; i++) m += x[i] * w[i];
-        for (int i = 0; i < C; i++) out[b * C + i] = x[i] * m;
+        for (int i = 0; i < C; i++) out[b * C + i] = x[i] * m + (bias != nullptr ? bias[i] : T(0));
       }
     }""")
 
-# every iteration adds into the same scalar parameter's adjoint: the reverse stays serial
-SHARED_SCALAR = textwrap.dedent("""
-    void scale(double* out, const double* inp, double a, int N) {
+# every iteration adds into the adjoint of the scalar a
+SCALE = textwrap.dedent("""
+    template <typename T>
+    void scale(T* out, const T* inp, T a, int N) {
       #pragma omp parallel for
       for (int i = 0; i < N; i++) out[i] = a * inp[i] * inp[i];
     }""")
 
-# the body records a loop-carried value inside an inner loop: the forward becomes serial
-RECORDING = textwrap.dedent("""
-    void prod(double* out, const double* inp, int B, int C) {
+# the body records a value per inner step, and rows differ in how many: per-iteration records
+PROD = textwrap.dedent("""
+    template <typename T>
+    void prod(T* out, const T* inp, int B, int C) {
       #pragma omp parallel for
       for (int b = 0; b < B; b++) {
-        double p = 1;
-        for (int i = 0; i < C; i++) p = p * inp[b * C + i];
+        T p = 1;
+        for (int i = 0; i < C - b % 3; i++) p = p * inp[b * C + i];
         out[b] = p;
       }
     }""")
+
+# llm.c's matmul_forward (a constant step of 4, weights shared), an attention-like
+# collapse(2) over (b, h) and llm.c's attention shape, collapse(3) over (b, t, h) (only b is
+# parallel in the reverse): the corpus's kernels (double)
+KERNELS = Path(__file__).resolve().parent / "corpus" / "kernels"
+STEP, COLLAPSE, COLLAPSE3 = ((KERNELS / f).read_text() for f in
+                             ("omp_step.cpp", "omp_collapse.cpp", "omp_collapse3.cpp"))
+
+# a gather by index: the reverse scatters at indices read from memory (serial, with a warning)
+GATHER = textwrap.dedent("""
+    template <typename T>
+    void gather(T* out, const long* idx, const T* table, int N, int C) {
+      #pragma omp parallel for
+      for (int n = 0; n < N; n++)
+        for (int i = 0; i < C; i++) out[n * C + i] = table[idx[n] * C + i] * table[idx[n] * C + i];
+    }""")
+
+TEMPLATES = ELEMENTWISE + ROWS + SCALE + PROD + GATHER
 
 
 def _sweep(code: str, name: str) -> str:
@@ -57,84 +88,250 @@ def _forw(code: str, name: str) -> str:
     return code[start:code.index(f"{name}_reverse_sweep")]
 
 
+def _derive(src: str, name: str, wrt=None):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = differentiate(src, name, wrt, filename="omp.cpp")
+    return d, [str(w.message) for w in caught if issubclass(w.category, ParallelWarning)]
+
+
+# ---------------------------------------------------------------------------- generated code
 def test_elementwise_reverse_is_parallel():
-    code = differentiate(ELEMENTWISE, "act").code
-    assert "#pragma omp parallel for\n" in _forw(code, "act")
-    assert "#pragma omp parallel for\n" in _sweep(code, "act")
+    d, warned = _derive(ELEMENTWISE, "act")
+    assert "#pragma omp parallel for\n" in _forw(d.code, "act")
+    assert "#pragma omp parallel for\n" in _sweep(d.code, "act")
+    assert not warned and not d.notes
 
 
-def test_shared_weights_become_a_reduction():
-    code = differentiate(ROWS, "rows", "inp, w").code
-    assert "#pragma omp parallel for reduction(+: _d_w[:C])" in _sweep(code, "rows")
-    assert "_tape.push(" not in _forw(code, "rows")     # per-row values go to slots
-    recording = differentiate(RECORDING, "prod", "inp").code
-    assert "_tape.push(" in _forw(recording, "prod")   # (a serial forward does push)
+@pytest.mark.parametrize("src,name,wrt", [(ROWS, "rows", "inp, w, bias"),
+                                          (SCALE, "scale", "inp, a"),
+                                          (STEP, "omp_step", "inp, w")])
+def test_shared_adjoints_get_partial_sums_not_reductions(src, name, wrt):
+    d, warned = _derive(src, name, wrt)
+    sweep = _sweep(d.code, name)
+    assert "#pragma omp parallel for" in sweep and "torchclad::par_combine" in sweep
+    assert "reduction(" not in d.code and "atomic" not in d.code
+    assert "#pragma omp parallel for" in _forw(d.code, name)
+    assert not warned
 
 
-def test_scalar_parameter_adjoint_keeps_reverse_serial():
-    code = differentiate(SHARED_SCALAR, "scale", "inp, a").code
-    assert "#pragma omp" in _forw(code, "scale")
-    assert "#pragma omp" not in _sweep(code, "scale")
+def test_recording_forward_stays_parallel_with_per_iteration_records():
+    d, warned = _derive(PROD, "prod", "inp")
+    forw, sweep = _forw(d.code, "prod"), _sweep(d.code, "prod")
+    assert "#pragma omp parallel for" in forw and ".record(" in forw and ".save(_tape)" in forw
+    assert "#pragma omp parallel for" in sweep and ".replay(" in sweep
+    assert not warned
 
 
-def test_recording_inside_keeps_forward_serial():
-    code = differentiate(RECORDING, "prod", "inp").code
-    assert "#pragma omp" not in code
-    assert "_tape.push(" in _forw(code, "prod")        # the recording that keeps it serial
-    assert "#pragma omp" in _forw(differentiate(SHARED_SCALAR, "scale", "inp, a").code, "scale")
+def test_collapse_and_step():
+    d, warned = _derive(COLLAPSE, "omp_collapse", "inp")
+    assert "collapse(2)" in _forw(d.code, "omp_collapse")
+    assert "collapse(2)" in _sweep(d.code, "omp_collapse")
+    assert not warned
+    d, warned = _derive(COLLAPSE3, "omp_collapse3", "inp")
+    assert "collapse(3)" in _forw(d.code, "omp_collapse3")
+    sweep = _sweep(d.code, "omp_collapse3")
+    assert "#pragma omp parallel for" in sweep and "collapse(" not in sweep   # b only
+    assert not warned
+    d, warned = _derive(STEP, "omp_step", "inp, w")
+    assert "r += UNROLL" in STEP and "r += 4" in _forw(d.code, "omp_step") and not warned
 
 
+def test_scatter_reverse_is_serial_and_says_why():
+    d, warned = _derive(GATHER, "gather", "table")
+    assert "#pragma omp parallel for" in _forw(d.code, "gather")
+    assert "#pragma omp" not in _sweep(d.code, "gather")
+    assert len(warned) == 1 and warned == list(d.notes)
+    msg = warned[0]
+    assert msg.startswith("omp.cpp:5:") and "runs serially" in msg
+    assert "_d_table" in msg and "idx[n] * C + i" in msg
+
+
+@pytest.mark.parametrize("src,reason", [
+    ("""void f(double* y, const double* x, int n, int k) {
+      #pragma omp parallel for
+      for (int i = 0; i < n; i += k) y[i] = x[i] * x[i];
+    }""", "not canonical"),
+    ("""void f(double* y, const double* x, int n, int k) {
+      #pragma omp for
+      for (int i = 0; i < n; i++) y[i] = x[i] * x[i];
+    }""", "omp for"),
+    ("""void f(double* y, const double* x, int n, int k) {
+      #pragma omp parallel for collapse(2)
+      for (int i = 0; i < n; i++) {
+        y[i] = x[i];
+        for (int j = 0; j < k; j++) y[i] *= x[i];
+      }
+    }""", "perfectly nested"),
+])
+def test_a_pragma_the_engine_drops_is_a_warning(src, reason):
+    d, warned = _derive(src, "f", "x")
+    assert "#pragma omp" not in d.code
+    assert len(warned) == 1 and warned[0].startswith("omp.cpp:3:") and reason in warned[0]
+
+
+# ---------------------------------------------------------------------------- numbers
 @pytest.fixture(scope="module")
 def mod():
-    """One extension for all kernels (one compile), run with 2 OpenMP threads."""
-    import os
+    """kernel name -> its extension (the templates in one, each corpus kernel in its own)."""
     from torchclad import toolchain as build
     from torchclad.engine import Engine
-    os.environ["OMP_NUM_THREADS"] = "2"
-    engine = Engine(ELEMENTWISE + ROWS + RECORDING, "omp.cpp")
-    derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w"),
-              engine.derive("prod", "inp")]
-    return build.load(derivs, name="openmp_tests")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ParallelWarning)
+        engine = Engine(TEMPLATES, "omp.cpp")
+        derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w, bias"),
+                  engine.derive("scale", "inp, a"), engine.derive("prod", "inp"),
+                  engine.derive("gather", "table")]
+        corpus = [Engine(src, f"{name}.cpp").derive(name, "inp" if name != "omp_step" else
+                                                     "inp, w")
+                  for src, name in ((STEP, "omp_step"), (COLLAPSE, "omp_collapse"),
+                                    (COLLAPSE3, "omp_collapse3"))]
+    shared = build.load(derivs, name="openmp_tests")
+    mods = {d.name: shared for d in derivs}
+    mods.update({d.name: build.load([d], name=f"openmp_{d.name}") for d in corpus})
+    return mods
 
 
-@pytest.mark.parametrize("dtype,sfx", [(torch.float32, "f32"), (torch.float64, "f64")])
-def test_elementwise_gradient(mod, dtype, sfx):
-    x = torch.randn(10_001, dtype=dtype)
-    seed = torch.randn_like(x)
-    out, dx, dout = torch.zeros_like(x), torch.zeros_like(x), seed.clone()
-    mod.__dict__[f"act_pullback_{sfx}"](out.data_ptr(), x.data_ptr(), x.numel(), dx.data_ptr(),
-                                       dout.data_ptr())
-    xr = x.clone().requires_grad_()
-    (xr * torch.tanh(xr)).backward(seed)
-    torch.testing.assert_close(dx, xr.grad)
+def _ptr(t):
+    return 0 if t is None else t.data_ptr()
 
 
-def test_rows_gradient_matches_torch(mod):
-    B, C = 37, 9
-    d = torch.float64
-    inp, w = torch.rand(B * C, dtype=d) + 0.5, torch.randn(C, dtype=d)
-    seed = torch.randn(B * C, dtype=d)
-    out, dx, dw, dout = (torch.zeros(B * C, dtype=d), torch.zeros(B * C, dtype=d),
-                         torch.zeros(C, dtype=d), seed.clone())
-    tape = mod.Tape()        # split mode: the parallel forward's slots travel on the tape
-    mod.rows_reverse_forw_f64(out.data_ptr(), inp.data_ptr(), w.data_ptr(), B, C, tape)
-    mod.rows_reverse_sweep_f64(out.data_ptr(), inp.data_ptr(), w.data_ptr(), B, C,
-                               dx.data_ptr(), dw.data_ptr(), dout.data_ptr(), tape)
-    assert tape.empty()
-    x, ww = inp.clone().requires_grad_(), w.clone().requires_grad_()
-    xr = x.view(B, C)
-    ((xr * (xr * ww).sum(1, keepdim=True)).reshape(-1)).backward(seed)
-    torch.testing.assert_close(dx, x.grad)
-    torch.testing.assert_close(dw, ww.grad)
+def _run(mod, name, sfx, args, outs, grads, scalars=(), split=False):
+    """Seeded gradients of kernel `name`: args = primal arguments (tensors or ints / floats);
+    outs = names of the output tensors among args; grads = wrt tensors; returns the adjoints."""
+    adj = {k: torch.zeros_like(v) for k, v in grads.items()}
+    sadj = {k: torch.zeros(1, dtype=torch.float64 if sfx == "f64" else torch.float32)
+            for k in scalars}
+    seeds = {k: (torch.arange(args[k].numel(), dtype=args[k].dtype).reshape(args[k].shape)
+                 .sin() + 0.25).clone() for k in outs}
+    prim = [(_ptr(v) if isinstance(v, torch.Tensor) or v is None else v) for v in args.values()]
+    dargs = [_ptr(adj[k]) if k in adj else sadj[k].data_ptr() for k in list(grads) + list(scalars)]
+    used = {k: seeds[k].clone() for k in outs}            # the sweep zeroes what it reads
+    dargs += [used[k].data_ptr() for k in outs if k not in grads]
+    if split:
+        tape = mod.Tape()
+        getattr(mod, f"{name}_reverse_forw_{sfx}")(*prim, tape)
+        getattr(mod, f"{name}_reverse_sweep_{sfx}")(*prim, *dargs, tape)
+        assert tape.empty()
+    else:
+        getattr(mod, f"{name}_pullback_{sfx}")(*prim, *dargs)
+    return {**adj, **sadj}, seeds
 
 
-def test_recording_loop_gradient_matches_torch(mod):
-    B, C = 37, 9
-    d = torch.float64
-    inp = torch.rand(B * C, dtype=d) + 0.5
-    seed = torch.randn(B, dtype=d)
-    out, dx, dout = torch.zeros(B, dtype=d), torch.zeros(B * C, dtype=d), seed.clone()
-    mod.prod_pullback_f64(out.data_ptr(), inp.data_ptr(), B, C, dx.data_ptr(), dout.data_ptr())
-    x = inp.clone().requires_grad_()
-    x.view(B, C).prod(1).backward(seed)
-    torch.testing.assert_close(dx, x.grad)
+def _cases(dtype):
+    g = torch.Generator().manual_seed(7)
+    r = lambda *s: torch.rand(*s, generator=g, dtype=dtype) - 0.5
+    B, C, N = 37, 9, 1001
+    Bp, Tp, Cp, Hp = 3, 5, 8, 2
+    return {
+        "act": (dict(out=torch.zeros(N, dtype=dtype), inp=r(N), N=N), ["out"], ["inp"], ()),
+        "rows": (dict(out=torch.zeros(B * C, dtype=dtype), inp=r(B * C), w=r(C), bias=r(C), B=B,
+                      C=C), ["out"], ["inp", "w", "bias"], ()),
+        "scale": (dict(out=torch.zeros(N, dtype=dtype), inp=r(N), a=0.7, N=N), ["out"], ["inp"],
+                  ("a",)),
+        "prod": (dict(out=torch.zeros(B, dtype=dtype), inp=r(B * C) + 1.0, B=B, C=C), ["out"],
+                 ["inp"], ()),
+        "omp_step": (dict(out=torch.zeros(24 * 5, dtype=dtype), inp=r(24 * 7), w=r(5 * 7), N=24,
+                          C=7, OC=5), ["out"], ["inp", "w"], ()),
+        "omp_collapse": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype), inp=r(Bp * Tp * 2 * Cp),
+                              B=Bp, T=Tp, C=Cp, H=Hp), ["out"], ["inp"], ()),
+        "omp_collapse3": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype),
+                               inp=r(Bp * Tp * 2 * Cp), B=Bp, T=Tp, C=Cp, H=Hp), ["out"], ["inp"],
+                          ()),
+        "gather": (dict(out=torch.zeros(40 * 3, dtype=dtype),
+                        idx=torch.randint(0, 6, (40,), generator=g), table=r(6 * 3), N=40, C=3),
+                   ["out"], ["table"], ()),
+    }
+
+
+def _reference(name, args, seeds):
+    """The same gradients from torch autograd (float64)."""
+    a = {k: (v.detach().double().requires_grad_() if isinstance(v, torch.Tensor) and
+             v.is_floating_point() else v) for k, v in args.items()}
+    if name == "act":
+        y = a["inp"] * torch.tanh(a["inp"])
+    elif name == "rows":
+        x = a["inp"].view(a["B"], a["C"])
+        y = (x * (x * a["w"]).sum(1, keepdim=True) + a["bias"]).reshape(-1)
+    elif name == "prod":
+        x = a["inp"].view(a["B"], a["C"])
+        y = torch.stack([x[b, :a["C"] - b % 3].prod() for b in range(a["B"])])
+    elif name == "omp_step":
+        y = ((a["inp"].view(a["N"], a["C"]) @ a["w"].view(a["OC"], a["C"]).T) ** 2).reshape(-1)
+    elif name in ("omp_collapse", "omp_collapse3"):
+        B, T, C, H = a["B"], a["T"], a["C"], a["H"]
+        x = a["inp"].view(B, T, 2, H, C // H)
+        q, k = x[:, :, 0], x[:, :, 1]                           # (B, T, H, D)
+        dots = torch.einsum("bthd,bshd->bhts", q, k)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        f = torch.tanh(dots) if name == "omp_collapse" else dots * dots
+        acc = (f * mask).sum(-1)                                # (B, H, T)
+        y = (acc if name == "omp_collapse" else acc.permute(0, 2, 1)).reshape(-1)
+    elif name == "gather":
+        rows = a["table"].view(-1, a["C"])[a["idx"]]
+        y = (rows * rows).reshape(-1)
+    else:
+        raise KeyError(name)
+    y.backward(seeds["out"].double())
+    return a
+
+
+@pytest.mark.parametrize("name", ["act", "rows", "prod", "gather", "omp_step", "omp_collapse",
+                                  "omp_collapse3"])
+@pytest.mark.parametrize("split", [False, True], ids=["pullback", "split"])
+def test_gradients_match_torch_and_are_bit_identical_across_threads(mod, name, split):
+    before = torch.get_num_threads()
+    types_ = [(torch.float64, "f64")] + ([(torch.float32, "f32")] if "omp_" not in name else [])
+    try:
+        for dtype, sfx in types_:
+            args, outs, wrt, scalars = _cases(dtype)[name]
+            results = []
+            for threads in (1, 2, 3):
+                torch.set_num_threads(threads)      # torch and the extension share libgomp
+                run = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+                grads, seeds = _run(mod[name], name, sfx, run, outs, {k: run[k] for k in wrt},
+                                    scalars, split)
+                results.append(grads)
+            for other in results[1:]:
+                for k in results[0]:
+                    assert torch.equal(results[0][k], other[k]), f"{name} {sfx} d{k} differs"
+            if dtype == torch.float64:
+                ref = _reference(name, args, seeds)
+                for k in wrt:
+                    torch.testing.assert_close(results[0][k], ref[k].grad, rtol=1e-10, atol=1e-12)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_scalar_adjoint_partials_bit_identical(mod):
+    before = torch.get_num_threads()
+    try:
+        out = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            args, outs, wrt, scalars = _cases(torch.float32)["scale"]
+            grads, seeds = _run(mod["scale"], "scale", "f32", args, outs,
+                                {k: args[k] for k in wrt}, scalars, split=True)
+            out.append(grads)
+        assert all(torch.equal(out[0][k], o[k]) for o in out[1:] for k in out[0])
+        x = args["inp"].double()
+        torch.testing.assert_close(out[0]["a"].double(), (seeds["out"].double() * x * x).sum()
+                                   .reshape(1), rtol=1e-5, atol=1e-6)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_rows_without_bias(mod):
+    """A null bias: its adjoint is null too, and the partial sums never touch it."""
+    args, outs, wrt, _ = _cases(torch.float64)["rows"]
+    args["bias"] = None
+    adj = {k: torch.zeros_like(args[k]) for k in ("inp", "w")}
+    seed = torch.randn(args["out"].numel(), dtype=torch.float64)
+    d_out = seed.clone()                                     # the sweep zeroes it
+    mod["rows"].rows_pullback_f64(args["out"].data_ptr(), args["inp"].data_ptr(),
+                                  args["w"].data_ptr(), 0, args["B"], args["C"],
+                                  adj["inp"].data_ptr(), adj["w"].data_ptr(), 0, d_out.data_ptr())
+    args["bias"] = torch.zeros(args["C"], dtype=torch.float64)
+    ref = _reference("rows", args, {"out": seed})
+    torch.testing.assert_close(adj["w"], ref["w"].grad)
+    torch.testing.assert_close(adj["inp"], ref["inp"].grad)

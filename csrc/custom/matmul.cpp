@@ -30,14 +30,22 @@ void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bia
             matmul_gemm(false, true, C, OC, BT, T(1), inp, C, _d_out, OC, T(1), _d_weight, C);
         }
     }
+    const bool many = static_cast<long>(BT) * OC >= 32768;  // worth a team of threads
     if (_d_bias != nullptr && bias != nullptr) {
-        for (int i = 0; i < BT; i++) {
-            const T* g = _d_out + i * OC;
-            for (int j = 0; j < OC; j++) _d_bias[j] += g[j];
+        // each thread owns blocks of 64 columns and adds the rows in order: every element is
+        // summed in the same order for any number of threads (the same bits)
+#pragma omp parallel for if (many)
+        for (int jb = 0; jb < OC; jb += 64) {
+            const int je = jb + 64 < OC ? jb + 64 : OC;
+            for (int i = 0; i < BT; i++) {
+                const T* g = _d_out + static_cast<long>(i) * OC;
+                for (int j = jb; j < je; j++) _d_bias[j] += g[j];
+            }
         }
     }
+#pragma omp parallel for if (many)
     for (int i = 0; i < BT; i++) {
-        T* g = _d_out + i * OC;
+        T* g = _d_out + static_cast<long>(i) * OC;
         for (int j = 0; j < OC; j++) g[j] = T(0);
     }
 }

@@ -23,6 +23,12 @@
 // reads the probabilities back from att (both the local `as` below and the exp's derivative:
 // a probability is written as exp(score - max - log(sum)), whose derivative is itself).
 //
+// Parallel: the forward runs the (b, h, t) triples in parallel (`collapse(3)`: a query row's
+// scores, softmax and weighted sum touch only its own rows of out, preatt and att; the engine
+// keeps each triple's argmax and sum in per-iteration slots). The reverse of query row t adds
+// into the key and value rows s <= t of its head, which other rows of the same (b, h) touch
+// too: the engine runs the (b, h) pairs in parallel and a pair's rows in order inside it.
+//
 // Written for the engine and the vectoriser (the generated reverse sweep runs in backward):
 // - Each score q . k is summed in 16 lanes over the head's channels (lane j sees channels j,
 //   16 + j, ...; the last hs % 16 after them), then the lanes: vectorisable, one fixed order.
@@ -47,6 +53,7 @@ void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRIT
     int C3 = 3 * C;
     int hb = hs / 16;  // full 16-lane blocks of a head's channels
     T scale = T(1) / std::sqrt(T(hs));
+    #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < Tn; t++) {

@@ -23,8 +23,9 @@
 //   elements j, 64 + j, ...), combined at the end: a vectorisable loop with a fixed summation
 //   order (the same result for every vector width). The argmax is an int (no derivative); the
 //   lane maxima only steer the comparisons.
-// - The rows are independent: `omp parallel for` (the forward keeps it; the engine records the
-//   argmax and the sum of each row in per-row slots).
+// - The rows are independent: `omp parallel for`, in the forward (the engine records the argmax
+//   and the sum of each row in per-row slots) and in the generated reverse (each row's reverse
+//   writes only its own row of d logits).
 #include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
@@ -33,7 +34,10 @@ void crossentropy_forward(T* losses, const T* logits, const long* targets, int N
     #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         long t = targets[n];
-        long tt = t < 0 ? 0 : t;  // an in-range index for ignored rows (their loss is 0)
+        // an in-range index for ignored rows (their loss is 0); `% C` changes no valid target
+        // (0 <= t < C) and tells the engine the index stays in row n (the reverse rows then
+        // run in parallel)
+        long tt = (t < 0 ? 0 : t) % C;
         const T* x = logits + n * C;
         int nb = C / 64;  // full blocks of 64; the rest, C % 64 values, after them
         // argmax over 64 lanes, then over the lanes' winners and the tail

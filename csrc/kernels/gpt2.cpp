@@ -61,7 +61,7 @@ T gpt2_forward(T* TORCHCLAD_WRITE_ONCE logits, T* TORCHCLAD_WRITE_ONCE acts, con
 
     const T* wte = params;
     const T* wpe = params + (long)V * C;
-    encoder_forward(acts, idx, wte, wpe, B, Tn, C);
+    encoder_forward(acts, idx, wte, wpe, B, Tn, C, V);
 
     for (int l = 0; l < NL; l++) {
         // this layer's parameters

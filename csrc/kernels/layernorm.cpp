@@ -24,16 +24,18 @@
 //   then sums their adjoints (sum_i g_i w_i and sum_i g_i w_i xhat_i, the two reductions of the
 //   layernorm backward) in 64 lanes as well; the engine keeps the copies on the tape
 //   (2 x 64 values per row) with the row's two sums.
-// - Not OpenMP-parallel: with arrays recorded per row the engine keeps the forward serial (it
-//   parallelises loops that record a fixed set of scalars), and its reverse loop would be an
-//   array reduction over d weight / d bias, which crashes when they are nullptr
-//   (docs/ENGINE_REQUESTS.md nn-7).
+// - The rows are independent: `omp parallel for`. The forward records each row's lane copies on
+//   its own per-iteration record; in the generated reverse a row writes only its own row of
+//   d inp, and adds into all of d weight and d bias, which the engine sums in partial sums per
+//   fixed chunk of rows, added in chunk order (the same bits for any number of threads; a null
+//   weight or bias is never touched).
 #include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias,
                        int N, int C, T eps) {
+    #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const T* x = inp + n * C;
         int nb = C / 64;  // full blocks of 64 values; then C % 64 more

@@ -17,6 +17,12 @@
 // the extension links against libtorch_cpu.so (KernelSpec.libraries = ("torch_cpu",)). Fortran
 // BLAS is column-major: a row-major (R, K) array is the column-major (K, R) matrix, its
 // transpose, which is how the calls below read.
+#include <dlfcn.h>
+#include <cstdlib>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
                        const int* k, const float* alpha, const float* a, const int* lda,
                        const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
@@ -25,9 +31,64 @@ extern "C" void dgemm_(const char* transa, const char* transb, const int* m, con
                        const double* b, const int* ldb, const double* beta, double* c,
                        const int* ldc);
 
+// The float GEMM can come from another BLAS, chosen once per process by torchclad.builtin.blas
+// at import (by CPU: numpy's OpenBLAS, where it measured faster than MKL at the models' shapes,
+// benchmarks/bench_blas.py): TORCHCLAD_SGEMM_LIB names a library exporting an ILP64 Fortran
+// sgemm (numpy's OpenBLAS: scipy_sgemm_64_), loaded on the first call; unset, or not loadable:
+// MKL's sgemm_. It is called only when OpenMP runs one thread: with more, its own thread pool
+// and the OpenMP threads of torch and of the kernels compete for the cores (measured: the fused
+// GPT-2 at 2 threads 2x slower with it), and MKL, which runs on OpenMP's threads, is used.
+using matmul_sgemm64_fn = void (*)(const char*, const char*, const long*, const long*,
+                                   const long*, const float*, const float*, const long*,
+                                   const float*, const long*, const float*, float*, const long*);
+using matmul_threads_fn = void (*)(int);
+
+struct matmul_blas {
+    matmul_sgemm64_fn sgemm = nullptr;
+    matmul_threads_fn set_threads = nullptr;
+    int threads = 0;
+};
+
+inline matmul_blas matmul_load_blas() {
+    matmul_blas out;
+    const char* path = std::getenv("TORCHCLAD_SGEMM_LIB");
+    void* lib = path != nullptr && *path != 0 ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (lib == nullptr) return out;
+    const char* gemms[] = {"scipy_sgemm_64_", "sgemm_64_"};
+    const char* sets[] = {"scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_"};
+    for (const char* name : gemms) {
+        if (out.sgemm == nullptr) out.sgemm = (matmul_sgemm64_fn)dlsym(lib, name);
+    }
+    for (const char* name : sets) {
+        if (out.set_threads == nullptr) out.set_threads = (matmul_threads_fn)dlsym(lib, name);
+    }
+    return out;
+}
+
+inline matmul_blas& matmul_other_blas() {
+    static matmul_blas blas = matmul_load_blas();
+    return blas;
+}
+
 // Column-major c (m x n) = alpha * op(a) * op(b) + beta * c, op = transpose when ta / tb.
 inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
                         int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+    matmul_blas& other = matmul_other_blas();
+#ifdef _OPENMP
+    const bool one_thread = omp_get_max_threads() == 1;
+#else
+    const bool one_thread = true;
+#endif
+    if (other.sgemm != nullptr && one_thread) {
+        if (other.set_threads != nullptr && other.threads != 1) {
+            other.set_threads(1);
+            other.threads = 1;
+        }
+        const long M = m, N = n, K = k, LA = lda, LB = ldb, LC = ldc;
+        other.sgemm(ta ? "T" : "N", tb ? "T" : "N", &M, &N, &K, &alpha, a, &LA, b, &LB, &beta, c,
+                    &LC);
+        return;
+    }
     sgemm_(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
 }
 
@@ -39,8 +100,9 @@ inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, double alpha, con
 template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int BT, int C, int OC) {
     if (BT <= 0 || OC <= 0) return;
+    #pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
     for (int i = 0; i < BT; i++) {
-        T* o = out + i * OC;
+        T* o = out + static_cast<long>(i) * OC;
         for (int j = 0; j < OC; j++) o[j] = bias != nullptr ? bias[j] : T(0);
     }
     if (C <= 0) return;

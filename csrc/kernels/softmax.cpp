@@ -11,7 +11,7 @@
 //   is its result) instead of computing them again.
 //   Differentiated w.r.t. inp. A row of all -inf gives nan, like torch.
 //   The row loop is OpenMP-parallel in the forward (the engine keeps the per-row argmax and sum
-//   in per-row slots); the engine keeps the generated reverse loop serial.
+//   in per-row slots) and in the generated reverse (a row's reverse writes only its own row).
 //
 // Written for the engine and the vectoriser, like crossentropy.cpp: the shift is
 // torchclad::detach(max) (a stop-gradient, exact in value: no derivative through the shift in the

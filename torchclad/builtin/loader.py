@@ -19,8 +19,10 @@ def extension():
     (``torchclad._C_avx512`` / ``_C_avx2``, see :mod:`torchclad.toolchain.isa`), else
     ``torchclad._C``. A CPU-specific module from another build than ``_C`` (left over) is never
     used."""
+    from torchclad.builtin import blas
     from torchclad.toolchain import isa
 
+    blas.choose()                     # before any kernel's first GEMM (see builtin/blas.py)
     try:
         from torchclad import _C
     except ImportError as e:

@@ -179,7 +179,7 @@ embedding_op = builtin_op(
     "embedding_forward", inputs=["idx", "weight"],
     outputs={"out": _embedding_out},
     sizes={"N": _index_count("embedding_forward", "idx", 0, lambda idx, weight: weight.shape[0]),
-           "C": lambda idx, weight: weight.shape[1]},
+           "C": lambda idx, weight: weight.shape[1], "V": lambda idx, weight: weight.shape[0]},
     value_sizes=("N",))
 embedding = embedding_op.op  # the custom op; modules call embedding_op (its eager fast lane)
 
@@ -201,7 +201,7 @@ encoder_op = builtin_op(
     outputs={"out": _encoder_out},
     sizes={"B": _index_count("encoder_forward", "idx", 0, lambda idx, wte, wpe: wte.shape[0]),
            "Tn": lambda idx, wte, wpe: idx.shape[1],
-           "C": lambda idx, wte, wpe: wte.shape[1]},
+           "C": lambda idx, wte, wpe: wte.shape[1], "V": lambda idx, wte, wpe: wte.shape[0]},
     value_sizes=("B",))
 encoder = encoder_op.op  # the custom op; modules call encoder_op (its eager fast lane)
 

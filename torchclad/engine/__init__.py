@@ -9,10 +9,10 @@ See docs/internals.md for the seam to the build and the bridge, docs/engine.md f
 reads built-in kernels' signatures with them); the rest loads the engine on first use.
 """
 from .derivative import Derivative, ParamInfo, combine
-from .errors import DiffError, Loc
+from .errors import DiffError, Loc, ParallelWarning
 
 __all__ = ["differentiate", "Engine", "Options", "Derivative", "ParamInfo", "combine",
-           "DiffError", "Loc"]
+           "DiffError", "Loc", "ParallelWarning"]
 
 
 def __getattr__(attr):

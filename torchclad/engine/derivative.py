@@ -49,6 +49,10 @@ class Derivative:
     # a member function (`Cls::m`, generated as free functions of the object pointer _this):
     # C++ callers use it; the Python bindings do not take an object
     method: bool = False
+    # What the engine could not keep parallel, each "file:line:col: reason" (also raised as
+    # torchclad.engine.ParallelWarning when generated): an OpenMP pragma it dropped, a reverse
+    # loop that runs serially. Empty when every pragma's loop is parallel in both sweeps.
+    notes: tuple = ()
 
     @property
     def code(self) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 
 from . import ir, names
 from .analysis.effects import written_params
 from .derivative import GENERATED_FILE, Derivative, ParamInfo, combine
-from .errors import DiffError
+from .errors import DiffError, ParallelWarning
 from .frontend.lower import lower_source
 from .generate import generate, generate_custom
 from .plan import Plan, callee_names, plan
@@ -55,6 +56,7 @@ class Engine:
         self.texts: dict = {}              # generated function name -> text, in first order
         self.sweep_writes: dict = {}       # generated sweep name -> may write primal memory
         self.callees: dict = {}            # (name, mask) -> GeneratedCallee
+        self.notes: dict = {}              # generated function name -> its notes
 
     def log(self, stage: str, text: str):
         if self.options.verbose >= 2:
@@ -137,6 +139,8 @@ class Engine:
             need = self._generate(self.plan(name, wrt, self.log))
         funcs = tuple((n, t) for n, t in self.texts.items() if n in need)
         writes = any(self.sweep_writes.get(n, False) for n, _ in funcs)
+        notes = tuple(dict.fromkeys(f"{loc}: {text}" if loc is not None else text
+                                    for n, _ in funcs for loc, text in self.notes.get(n, ())))
         src = dict(zip((p.uid for p in fn.params), fn.source_names or
                        tuple(p.name for p in fn.params)))
         method = bool(fn.params) and fn.params[0].name == names.THIS and \
@@ -148,7 +152,7 @@ class Engine:
                                   fn.template),
             wrt=tuple(src[p.uid] for p in wrt_vars), adjoints=tuple(src[p.uid] for p in adjoints),
             template_params=fn.template, functions=funcs, source=self.source,
-            filename=self.filename, sweep_writes_primal=writes)
+            filename=self.filename, sweep_writes_primal=writes, notes=notes)
 
     def _generate(self, p: Plan) -> set:
         """Generate the planned requests, callees first; the names of the generated functions
@@ -157,6 +161,10 @@ class Engine:
         for node in p.nodes:
             g = generate(node, self.module, self.sweep_writes)
             self.sweep_writes[names.reverse_sweep(node.base)] = g.sweep_writes_primal
+            self.notes[names.reverse_sweep(node.base)] = g.notes
+            for loc, text in g.notes:
+                warnings.warn(f"{loc}: {text}" if loc is not None else text, ParallelWarning,
+                              stacklevel=4)
             for n, t in g.texts:
                 self.log("generated " + n, t)
             self._add(g.texts)

@@ -24,3 +24,8 @@ class DiffError(ValueError):
         self.loc = loc
         self.message = message
         super().__init__(f"{loc}: {message}" if loc else message)
+
+
+class ParallelWarning(UserWarning):
+    """An OpenMP pragma the engine did not keep, or a reverse loop it runs serially; the
+    message starts with file:line:col and gives the reason."""

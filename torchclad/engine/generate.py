@@ -12,6 +12,7 @@ from typing import Mapping
 
 from . import ir, names
 from .analysis import activity as activity_mod
+from .analysis.effects import written_params
 from .emit import cpp
 from .errors import DiffError
 from .opt.loop_order import forward_order
@@ -32,6 +33,7 @@ MODELED = (ir.Decl, ir.Assign, ir.ExprStmt, ir.Block, ir.If, ir.Loop, ir.Switch,
 class Generated:
     texts: tuple                  # ((name, text), ...) in output order
     sweep_writes_primal: bool     # may the reverse sweep write primal memory
+    notes: tuple = ()             # ((loc, text), ...): pragmas not kept, loops left serial
 
 
 @dataclass(frozen=True)
@@ -93,23 +95,29 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     rv, body = an.reverse, an.fn.body
     roots = set(rv.adj_names.values())
     sig = parameters(fn, node.adjoints, rv.adj_names)
+    groups = [{rv.adj_names[p.uid] for p in fn.params if p.name in g and p.uid in rv.adj_names}
+              for g in overlapping(module, fn)]
+    fwd_asm = Assembler(rv, an.split, split=True, overlaps=groups)
+    rev_asm = Assembler(rv, an.split, split=True, overlaps=groups)
     flags = disjoint_flags(rv, an.split)
-    forward = flags + dead_code(Assembler(rv, an.split, split=True).fwd_block(body, (), top=True))
+    forward = flags + dead_code(fwd_asm.fwd_block(body, (), top=True))
     promote = promotion(module, fn, roots)
     sweep = flags + promote(dead_resets(dead_code(cse_calls(
-        Assembler(rv, an.split, split=True).rev_block(body, (), top=True)))))
+        rev_asm.rev_block(body, (), top=True)))))
     writes = writes_primal(fn, sweep, roots, sweep_writes)
     decls, reset = global_adjoints(an)
     texts = list(decls)
+    notes = fwd_asm.notes + rev_asm.notes
     if node.top:
-        asm = Assembler(rv, an.combined, split=False)
+        asm = Assembler(rv, an.combined, split=False, overlaps=groups)
         combined = reset + disjoint_flags(rv, an.combined) + promote(dead_resets(dead_code(
             cse_calls(asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
         if uses_tape(combined):
             combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
         texts += pullback_and_grad(node.base, fn, sig, combined)
+        notes += asm.notes
     texts += split_pair(node.base, fn, sig, reset + forward, sweep)
-    return Generated(tuple(texts), writes)
+    return Generated(tuple(texts), writes, tuple(dict.fromkeys(notes)))
 
 
 def disjoint_flags(rv, rec) -> list:
@@ -234,10 +242,15 @@ def _may_write_args(call: ir.Call, sweep_writes: Mapping) -> bool:
     return call.user or (split is not None and split[1] == "reverse_forw")
 
 
-def promotion(module: ir.Module, fn: ir.Function, roots: set):
-    """The passes that assume fn's adjoint roots do not overlap (scalar promotion, then
-    forward-order reverse loops) for fn's generated code, or the identity when some call
-    site passes fn two pointers into one array."""
+def overlapping(module: ir.Module, fn: ir.Function) -> list:
+    """Groups of fn's pointer parameters whose memory may overlap: some call site passes them
+    pointers into one array. Not grouped: slices of a `TORCHCLAD_WRITE_ONCE` buffer of the
+    caller (the promise includes that slices passed to one call do not overlap), and
+    parameters fn only reads (their adjoints are only added into, in any order). A group
+    [every pointer parameter] when the engine cannot tell."""
+    writes = written_params(fn)
+    pointers = [i for i, p in enumerate(fn.params) if p.type.is_pointer]
+    groups = []
     for caller in module.functions.values():
         calls = [x for s in ir.walk_stmts(caller.body) for e in ir.stmt_exprs(s)
                  for x in ir.walk_expr(e)
@@ -247,11 +260,29 @@ def promotion(module: ir.Module, fn: ir.Function, roots: set):
         try:
             al = activity_mod.find_aliases(caller, module.globals, module)
         except DiffError:
-            return lambda stmts: stmts
+            return [{fn.params[i].name for i in pointers}]
         for call in calls:
-            seen = [al.root_of(a) for a in call.args
-                    if a.type.is_memory and not ir.is_null(a)]
-            uids = [r.uid if r is not None else None for r in seen]
-            if None in uids or len(set(uids)) != len(uids):
-                return lambda stmts: stmts
+            by_root: dict = {}
+            for i, a in enumerate(call.args):
+                if not a.type.is_memory or ir.is_null(a) or i >= len(fn.params):
+                    continue
+                r = al.root_of(a)
+                if r is None:
+                    return [{fn.params[i].name for i in pointers}]
+                by_root.setdefault(r.uid, []).append(i)
+            for uid, idx in by_root.items():
+                if len(idx) < 2 or uid in caller.write_once:
+                    continue
+                if not any(i in writes or not fn.params[i].type.const for i in idx):
+                    continue
+                groups.append({fn.params[i].name for i in idx})
+    return groups
+
+
+def promotion(module: ir.Module, fn: ir.Function, roots: set):
+    """The passes that assume fn's adjoint roots do not overlap (scalar promotion, then
+    forward-order reverse loops) for fn's generated code, or the identity when some of fn's
+    pointer parameters may overlap (`overlapping`)."""
+    if overlapping(module, fn):
+        return lambda stmts: stmts
     return lambda stmts: forward_order(promote_accumulations(stmts, roots), roots)

@@ -3,7 +3,8 @@
 //   #include <torchclad/runtime.h>
 //
 // Provides <cmath>, <cstddef>, <cstdint>, torchclad::Tape / ThreadTapes
-// (tape.h) and, once it exists, the helper math of the rule table
+// (tape.h), the per-iteration records and partial sums of parallel loops
+// (parallel.h) and, once it exists, the helper math of the rule table
 // (torchclad::rt, math.h next to this file).  Header-only, C++17.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #include "tape.h"
+#include "parallel.h"
 
 // TORCHCLAD_WRITE_ONCE on a pointer parameter promises the engine that, during one call, each
 // element of the buffer is written at most once and read only after it is written (an

@@ -300,11 +300,11 @@ class Statements(Scopes):
             return replace(loop, pragma=self.checkpoint_pragma(c, pragma))
         if pragma.startswith("omp"):
             words = pragma.split()
-            if words[:3] == ["omp", "parallel", "for"] or words[:2] == ["omp", "for"]:
-                return replace(loop, pragma=pragma)
-            if words[:2] != ["omp", "simd"]:
-                self.err(c, f"'#pragma {pragma}' is not supported; only '#pragma omp parallel "
-                            "for' (and 'omp simd') on a for loop are")
+            if words[:3] == ["omp", "parallel", "for"] or words[:2] in (["omp", "for"],
+                                                                          ["omp", "simd"]):
+                return replace(loop, pragma=pragma)    # the reverse decides what it keeps
+            self.err(c, f"'#pragma {pragma}' is not supported; only '#pragma omp parallel "
+                        "for' (and 'omp simd') on a for loop are")
         return loop
 
     def checkpoint_pragma(self, c, pragma: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ir
+from ..names import TAPE as TAPE_NAME
 from ..rules import math as rules
 
 
@@ -124,11 +125,15 @@ def cse_calls(stmts) -> list:
 
 # ------------------------------------------------------------------ dead code
 def _reads(stmts) -> set:
-    """Names read anywhere (an assignment's target variable itself is not a read)."""
+    """Names read anywhere (an assignment's target variable itself is not a read; a tape
+    operation reads the tape)."""
     names = set()
     for s in stmts:
         for x in ir.walk_stmts(s):
             exprs = list(ir.stmt_exprs(x))
+            if isinstance(x, (ir.TapePush, ir.TapeArray)) or any(
+                    isinstance(y, ir.TapePop) for e in exprs for y in ir.walk_expr(e)):
+                names.add(TAPE_NAME)
             if isinstance(x, ir.Assign) and isinstance(x.target, ir.Var):
                 exprs = [x.value]
             for e in exprs:

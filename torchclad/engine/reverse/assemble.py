@@ -18,17 +18,19 @@ from ..analysis.tbr import Recording
 from ..errors import DiffError
 from . import checkpoint
 from .adjoint import ZERO, Names
-from .parallel import ParallelCheck, reverse_clauses
+from . import omp
 from .transform import TAPE, ULONG, Reverse, inverse, template_args
 
 
 class Assembler:
-    def __init__(self, rv: Reverse, rec: Recording, split: bool):
+    def __init__(self, rv: Reverse, rec: Recording, split: bool, overlaps: list = ()):
         self.rv = rv
         self.rec = rec
         self.split = split
+        self.overlaps = list(overlaps)  # sets of adjoint names whose memory may overlap
         self.names = Names({})
         self.rev_cache: dict = {}
+        self.notes: list = []       # (loc, text): pragmas not kept, loops left serial
 
     # ------------------------------------------------------------------ helpers
     # A pointer into a local object holds an address in the forward's stack frame, which means
@@ -221,111 +223,22 @@ class Assembler:
         raise DiffError(getattr(s, "loc", None), f"internal: forward of {type(s).__name__}")
 
     # ------------------------------------------------------------------ parallel loops
-    def _par_slots(self, s: ir.Loop, p) -> "list | None":
-        """For a canonical `omp parallel for` loop whose body records nothing but a fixed set
-        of scalars saved at the end of each iteration: those scalars (kept per iteration in
-        slots instead of on the shared tape). None when the loop cannot run in parallel."""
-        canon = self.rv.canon.get(p)
-        if canon is None or not canon.up or not s.pragma.startswith("omp parallel for"):
-            return None
-        saved = list(self.rec.plan(p + (1,)).saved)
-        if any(d.var.type.is_array for d in saved):
-            return None
-        body = self.fwd_block(s.body, p + (1,))
-        n_tape = sum(1 for st in body for x in ir.walk_stmts(st)
-                     if isinstance(x, (ir.TapePush, ir.TapeArray)) or
-                     (isinstance(x, (ir.ExprStmt, ir.Decl, ir.Assign)) and
-                      names.TAPE in ir.stmt_names(x)))
-        if n_tape != len(saved):
-            return None
-        return saved
-
-    def _slot_vars(self, saved) -> list:
-        out = []
-        for d in saved:
-            t = d.var.type
-            base = "unsigned char" if t.base == "bool" and not t.ptr else t.value().spell()
-            out.append(ir.Var(self.names.fresh(names.SAVED_PREFIX, ir.INT).name,
-                              ir.Type(base, vector=True), 0))
-        return out
-
-    def _offset(self, canon) -> ir.Expr:
-        if isinstance(canon.lo, ir.Const) and canon.lo.text == "0":
-            return canon.var
-        return ir.Binary("-", canon.var, canon.lo, ir.LONG)
+    def note(self, loc, text: str):
+        """A warning for the driver to raise (a pragma the engine does not keep)."""
+        self.notes.append((loc, text))
 
     def trip_count(self, canon) -> ir.Expr:
-        """The number of iterations of a canonical loop (0 when hi <= lo)."""
-        if isinstance(canon.lo, ir.Const) and canon.lo.text == "0":
-            return ir.Cond(ir.Binary(">", canon.hi, canon.lo, ir.BOOL), canon.hi,
-                           ir.Const("0", ir.LONG), ir.LONG)
-        n = ir.Binary("-", canon.hi, canon.lo, ir.LONG)
-        return ir.Cond(ir.Binary(">", canon.hi, canon.lo, ir.BOOL), n, ir.Const("0", ir.LONG),
-                       ir.LONG)
+        """The number of iterations of a canonical loop (0 when it does not run)."""
+        return canon.trips()
 
-    def fwd_parallel(self, s: ir.Loop, p, saved) -> list:
-        canon = self.rv.canon[p]
-        slots = self._slot_vars(saved)
-        n = self.names.fresh(names.SAVED_PREFIX, ir.LONG)
-        body = [st for st in self.fwd_block(s.body, p + (1,)) if not isinstance(st, ir.TapePush)]
-        off = self._offset(canon)
-        body += [ir.Assign("=", ir.Index(v, off, v.type.element()), d.var)
-                 for v, d in zip(slots, saved)]
-        init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
-        out = [ir.Decl(n, self.trip_count(canon))]
-        out += [ir.VectorDecl(v, n) for v in slots]
-        out.append(ir.Loop(tuple(init), s.cond, s.inc, ir.Block(tuple(body)), s.loc, s.pragma))
-        out += [ir.TapeArray(v, n, False) for v in slots]
-        return [ir.Block(tuple(out), s.loc)]
-
-    def rev_parallel(self, s: ir.Loop, p, saved) -> list:
-        canon = self.rv.canon[p]
-        slots = self._slot_vars(saved)
-        n = self.names.fresh(names.SAVED_PREFIX, ir.LONG)
-        body = self.rev_block(s.body, p + (1,))
-        slot_of = {d.var.uid: v for v, d in zip(slots, saved)}
-        off = self._offset(canon)
-        new_body = []
-        for st in body:
-            if isinstance(st, ir.Decl) and isinstance(st.init, ir.TapePop) and \
-                    st.var.uid in slot_of:
-                v = slot_of[st.var.uid]
-                elem = ir.Index(v, off, v.type.element())
-                new_body.append(ir.Decl(st.var, ir.Cast(elem, st.var.type.value(), "static"),
-                                        (), st.loc))
-            else:
-                new_body.append(st)
-        out = [ir.Decl(n, self.trip_count(canon))]
-        out += [ir.VectorDecl(v, n) for v in slots]
-        out += [ir.TapeArray(v, n, True) for v in reversed(slots)]
-        inner, pointers, varying = {}, {}, set()
-        for path, c in self.rv.canon.items():
-            if path[:len(p) + 1] == p + (1,):
-                inner[c.var.uid] = (c.lo, c.hi)
-        for st in ir.walk_stmts(s.body):
-            if isinstance(st, ir.Decl):
-                varying.add(st.var.uid)
-                if st.var.type.is_pointer and st.init is not None:
-                    pointers[st.var.uid] = st.init
-            if isinstance(st, ir.Assign) and isinstance(st.target, ir.Var):
-                varying.add(st.target.uid)
-                pointers.pop(st.target.uid, None)
-        clauses = reverse_clauses(ParallelCheck(canon.var, inner, pointers, varying), new_body)
-        pragma = "" if clauses is None else clauses.pragma()
-        head = ir.Decl(canon.var, canon.lo)
-        loop = ir.Loop((head,), ir.Binary("<", canon.var, canon.hi, ir.BOOL),
-                       (ir.Assign("+=", canon.var, ir.Const("1", ir.INT)),),
-                       ir.Block(tuple(new_body)), s.loc, pragma)
-        # an array-section reduction combines into the adjoint buffer even when no iteration
-        # touched it: a null adjoint (an absent bias) must take the serial loop
-        if clauses is not None and clauses.sections:
-            nonnull = None
-            for name, _ in clauses.sections:
-                t = ir.Binary("!=", ir.Var(name, ir.Type("void", 1), 0),
-                              ir.Const("nullptr", ir.Type("void", 1)), ir.BOOL)
-                nonnull = t if nonnull is None else ir.Binary("&&", nonnull, t, ir.BOOL)
-            loop = ir.If(nonnull, ir.Block((loop,)), ir.Block((replace(loop, pragma=""),)))
-        return [ir.Block(tuple(out + [loop]), s.loc)] if slots else [loop]
+    def _omp(self, s: ir.Loop, p) -> "omp.Nest | None":
+        """The parallel nest of a pragma'd loop, or None (noting why the pragma goes)."""
+        nt = omp.nest(self, s, p)
+        if isinstance(nt, str):
+            self.note(s.loc, f"'#pragma {s.pragma}' is not kept; the loop runs serially in "
+                             f"both sweeps: {nt}")
+            return None
+        return nt
 
     def fwd_loop(self, s: ir.Loop, p) -> list:
         if p in self.rv.checkpoints:
@@ -333,11 +246,10 @@ class Assembler:
                 return checkpoint.forward(self, s, p, self.rv.checkpoints[p])
             s = replace(s, pragma="")
         if s.pragma:
-            saved = self._par_slots(s, p)
-            if saved:
-                return self.fwd_parallel(s, p, saved)
-            if saved is None:
-                s = replace(s, pragma="")          # recording inside: the forward runs serially
+            nt = self._omp(s, p)
+            if nt is not None:
+                return omp.forward(self, nt)
+            s = replace(s, pragma="")
         body = self.fwd_block(s.body, p + (1,))
         init = [x for k, st in enumerate(s.init) for x in self.fwd_stmt(st, p + (0, k))]
         inc = [x for k, st in enumerate(s.inc) for x in self.fwd_stmt(st, p + (2, k))]
@@ -347,15 +259,10 @@ class Assembler:
         canon = self.rv.canon.get(p)
         if canon is not None or not needs_rev:
             if simple_inc and not saves:
-                return [ir.Loop(tuple(init), s.cond, tuple(inc), ir.Block(tuple(body)), s.loc,
-                                s.pragma)]
+                return [ir.Loop(tuple(init), s.cond, tuple(inc), ir.Block(tuple(body)), s.loc)]
             loop = ir.Loop((), s.cond, () if not simple_inc else tuple(inc),
                            ir.Block(tuple(body + ([] if simple_inc else inc))), s.loc)
             return [ir.Block(tuple(init + [loop] + saves))]
-        if s.pragma:
-            raise DiffError(s.loc, "'#pragma omp parallel for' needs a canonical loop "
-                                   "(for (int i = a; i < b; i++) with i, a, b unchanged in "
-                                   "the body)")
         cnt = self.names.fresh(names.SAVED_PREFIX, ULONG)
         bump = ir.Assign("+=", cnt, ir.Const("1", ir.INT))
         if simple_inc:
@@ -462,13 +369,17 @@ class Assembler:
             return []
         if p in self.rv.checkpoints:
             return checkpoint.reverse(self, s, p, self.rv.checkpoints[p])
-        if s.pragma and self._par_slots(s, p) is not None:
-            return self.rev_parallel(s, p, self._par_slots(s, p))
+        if s.pragma:
+            nt = self._omp(s, p)
+            if nt is not None:
+                return omp.reverse(self, nt)
         body = self.rev_block(s.body, p + (1,))
         canon = self.rv.canon.get(p)
         init_decls = [st for st in s.init if isinstance(st, ir.Decl)]
         init_rev = [x for k in reversed(range(len(s.init)))
                     for x in self.rev_stmt(s.init[k], p + (0, k))]
+        if canon is not None and canon.step != 1:
+            return self._rev_stepped(s, p, canon, body, init_decls, init_rev)
         if canon is not None:
             v = canon.var
             if canon.up:
@@ -492,3 +403,24 @@ class Assembler:
                        (ir.Assign("-=", cnt, ir.Const("1", ir.INT)),),
                        ir.Block(tuple(inc_rev + body)), s.loc)
         return [ir.Block(tuple(pre + [loop] + init_rev))]
+
+    def _rev_stepped(self, s: ir.Loop, p, canon, body, init_decls, init_rev) -> list:
+        """The reverse of a canonical loop moving by c != 1: from its last value back to its
+        first, `for (v = last; v >= lo; v -= c)` (counting down: the mirror image)."""
+        v, c, L = canon.var, ir.Const(str(canon.step), ir.INT), ir.INT
+        one = ir.Const("1", L)
+        if canon.up:         # last = lo + (hi - lo - 1) / c * c, when hi > lo
+            span = ir.Binary("-", ir.Binary("-", canon.hi, canon.lo, L), one, L)
+            head = ir.Binary("+", canon.lo, ir.Binary("*", ir.Binary("/", span, c, L), c, L), L)
+            runs = ir.Binary(">", canon.hi, canon.lo, ir.BOOL)
+            cond, op = ir.Binary(">=", v, canon.lo, ir.BOOL), "-="
+        else:                # first value reached from below: lo - (lo - hi) / c * c
+            span = ir.Binary("-", canon.lo, canon.hi, L)
+            head = ir.Binary("-", canon.lo, ir.Binary("*", ir.Binary("/", span, c, L), c, L), L)
+            runs = ir.Binary(">=", canon.lo, canon.hi, ir.BOOL)
+            cond, op = ir.Binary("<=", v, canon.lo, ir.BOOL), "+="
+        loop = ir.Loop((ir.Decl(v, head),), cond, (ir.Assign(op, v, c),),
+                       ir.Block(tuple(body)), s.loc)
+        others = [d for d in init_decls if d.var.uid != v.uid]
+        pre = self.scope_restores(p, others)
+        return pre + [ir.If(runs, ir.Block((loop,)))] + init_rev

@@ -160,7 +160,7 @@ def plan(rv, s: ir.Loop, p: tuple) -> Plan:
     """What to snapshot for the checkpointed loop `s` at path `p` (rv: the Reverse, after its
     collect walk went through the loop's body)."""
     canon = rv.canon.get(p)
-    if canon is None or not canon.up:
+    if canon is None or not canon.up or canon.step != 1:
         raise DiffError(s.loc, "'#pragma torchclad checkpoint' needs a counting loop "
                                "`for (int i = a; i < b; i++)` with i, a and b unchanged in the "
                                "body, and no break or return inside")

@@ -1,8 +1,11 @@
-"""Canonical loops: `for (int i = lo; i < hi; i++)` (or counting down by one) with i, lo and
-hi unchanged by the body. Such a loop needs no iteration count on the tape: its reverse runs
-`for (i = hi; i-- > lo; )`, and its counter is the reverse's own."""
+"""Canonical loops: `for (int i = lo; i < hi; i += c)` (or counting down, `i -= c`), c a
+positive integer literal (1 for `i++`), with i, lo and hi unchanged by the body. Such a loop
+needs no iteration count on the tape: its reverse runs `for (i = hi; i-- > lo; )` (a step of
+one) or over the iteration numbers k = n-1 .. 0 with i = lo + k * c, and its counter is the
+reverse's own."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .. import ir
@@ -15,10 +18,59 @@ class CanonLoop:
     lo: ir.Expr
     hi: ir.Expr          # exclusive upper bound for up loops, inclusive lower for down loops
     up: bool
+    step: int = 1        # the counter moves by this much per iteration (> 0)
+
+    def trips(self) -> ir.Expr:
+        """The number of iterations (0 when the loop does not run), a long."""
+        L = ir.LONG
+        one = self.step == 1
+        if self.up:
+            span = ir.Binary("-", self.hi, self.lo, L) if not _zero(self.lo) else self.hi
+            runs = ir.Binary(">", self.hi, self.lo, ir.BOOL)
+            n = span if one else ir.Binary("/", ir.Binary("+", span, _lit(self.step - 1), L),
+                                           _lit(self.step), L)
+        else:
+            span = ir.Binary("-", self.lo, self.hi, L)
+            runs = ir.Binary(">=", self.lo, self.hi, ir.BOOL)
+            n = ir.Binary("+", span if one else ir.Binary("/", span, _lit(self.step), L),
+                          _lit(1), L)
+        return ir.Cond(runs, n, ir.Const("0", L), L)
+
+    def number(self) -> ir.Expr:
+        """The iteration number k (0, 1, ...) of the counter's current value, a long."""
+        d = ir.Binary("-", self.var, self.lo, ir.LONG) if self.up else \
+            ir.Binary("-", self.lo, self.var, ir.LONG)
+        if self.up and _zero(self.lo):
+            d = self.var
+        return d if self.step == 1 else ir.Binary("/", d, _lit(self.step), ir.LONG)
+
+    def value(self, k: ir.Expr) -> ir.Expr:
+        """The counter's value in iteration number k (the counter's type)."""
+        t = self.var.type
+        off = k if self.step == 1 else ir.Binary("*", k, _lit(self.step), ir.LONG)
+        if self.up and _zero(self.lo):
+            return ir.Cast(off, t, "static")
+        return ir.Cast(ir.Binary("+" if self.up else "-", self.lo, off, ir.LONG), t, "static")
+
+
+def _zero(e) -> bool:
+    return isinstance(e, ir.Const) and e.text == "0"
+
+
+def _lit(n: int) -> ir.Const:
+    return ir.Const(str(n), ir.LONG)
+
+
+def step_of(e) -> "int | None":
+    """The positive value of an integer literal step (`1`, `8`, `4L`), else None."""
+    if not isinstance(e, ir.Const) or e.type.real:
+        return None
+    m = re.fullmatch(r"(\d+)[uUlL]*", e.text)
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else None
 
 
 def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
-    """for (int i = lo; i < hi; i += 1) with i, lo, hi unchanged by the body."""
+    """for (int i = lo; i < hi; i += c) with i, lo, hi unchanged by the body."""
     if len(s.init) != 1 or len(s.inc) != 1 or s.cond is None:
         return None
     d, inc, c = s.init[0], s.inc[0], s.cond
@@ -28,7 +80,7 @@ def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
     v = d.var
     if not (isinstance(inc, ir.Assign) and isinstance(inc.target, ir.Var) and
             inc.target.uid == v.uid and inc.op in ("+=", "-=") and
-            isinstance(inc.value, ir.Const) and inc.value.text == "1"):
+            step_of(inc.value) is not None):
         return None
     if not (isinstance(c, ir.Binary) and isinstance(c.lhs, ir.Var) and c.lhs.uid == v.uid):
         return None
@@ -75,4 +127,4 @@ def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
         return None
     if ("var", v.uid) in rv.facts.address_taken:
         return None
-    return CanonLoop(v, d.init, hi, up)
+    return CanonLoop(v, d.init, hi, up, step_of(inc.value))

@@ -1,191 +1,363 @@
-"""When may the reverse of a `#pragma omp parallel for` loop run in parallel?
+"""May the reverse of an `omp parallel for` loop run its iterations in parallel?
 
-The forward pragma tells us the iterations' primal writes are independent. The reverse
-sweep writes adjoints where the forward *read*, so two iterations may add into the same
-adjoint element (every row reads the same weights). `reverse_clauses` inspects the
-reverse body of one iteration and answers with the OpenMP clauses that make it race-free,
-or None (run it serially):
+The forward pragma promises that the iterations' primal writes are independent: an element
+one iteration writes, no other iteration reads or writes. So the reverse's restores of primal
+memory and the adjoints of what an iteration wrote stay within the iteration. What the
+promise does not cover: the reverse adds into the adjoints of what the forward *read*, and
+every row reads the same weights. `analyse` looks at the reverse of one iteration (after
+the iteration's tape has been made its own, see omp.py) and answers with a `Plan`, or a
+`Refusal` naming the reason in C++ words:
 
-- an adjoint element whose index is injective in the loop variable i is private to the
-  iteration: `i`, or `i * E + j` with j from an inner loop `0 <= j < E` (E the same
-  expression), also through a row pointer `x = base + i * E` (`x - base + j`);
-- an adjoint only ever accumulated with `+=` and indexed by an inner loop variable alone
-  (`_d_w[j]`, 0 <= j < H) becomes an array-section reduction `reduction(+: _d_w[:H])`;
-- a scalar adjoint declared outside the loop and only accumulated becomes
-  `reduction(+: _d_s)`;
-- anything else (a tape pop, a callee's sweep, a write to an outer primal variable, an
-  adjoint read that another iteration may write) keeps the loop serial.
+- every adjoint array the body writes is checked access pair by access pair
+  (analysis/affine.py): an index in one iteration may equal an index in another only when
+  the two iterations are the same. Then the array needs nothing;
+- an adjoint the body only adds into, at indices that do not depend on the parallel
+  counters (`_d_weight[i]` of a layernorm, `*_d_a` of a scalar parameter, a scalar adjoint
+  declared outside the loop), gets partial sums: the plan lists it with the number of
+  elements its indices reach (from 0), and omp.py gives each fixed chunk of iterations its
+  own zeroed copy, added into the adjoint in chunk order afterwards;
+- anything else keeps the loop serial: an index the engine cannot bound (it depends on data,
+  `idx[n] * C + i`), an adjoint read where another iteration may write it, a write to a
+  variable declared outside the loop, a call of another function's sweep, a `return`.
+
+The proofs assume the integers they read are non-negative (divisors positive); `Plan.guard`
+is that condition, checked at run time (serial when it fails).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ir
+from .. import ir, names
+from ..analysis.affine import Coord, Space, add, const, frozen, key
 from ..emit.cpp import spell
 
 
-def _terms(e) -> list:
-    """Additive terms of an index expression (a - b contributes -b as ('-', b))."""
-    if isinstance(e, ir.Binary) and e.op == "+":
-        return _terms(e.lhs) + _terms(e.rhs)
-    if isinstance(e, ir.Binary) and e.op == "-":
-        return _terms(e.lhs) + [("-", t) for t in _terms(e.rhs)]
-    return [e]
+@dataclass(frozen=True)
+class Partial:
+    """An adjoint the iterations all add into: `name` of `type` (a pointer: `extent` elements
+    from index 0; a scalar: extent None)."""
+    name: str
+    type: ir.Type
+    extent: "ir.Expr | None"
 
 
 @dataclass(frozen=True)
-class Clauses:
-    """The OpenMP reduction that makes a reverse loop race-free (empty: none needed)."""
-    sections: tuple = ()     # (adjoint array name, extent): `reduction(+: name[:extent])`
-    scalars: tuple = ()      # scalar adjoints: `reduction(+: name)`
-
-    def pragma(self) -> str:
-        items = [f"{name}[:{spell(n)}]" for name, n in self.sections] + list(self.scalars)
-        return "omp parallel for" + (f" reduction(+: {', '.join(items)})" if items else "")
+class Plan:
+    partials: tuple = ()
+    guard: "ir.Expr | None" = None
+    private: tuple = ()       # adjoint roots the iterations touch directly (not partial sums)
 
 
-class ParallelCheck:
-    def __init__(self, var: ir.Var, inner: dict, pointers: dict, varying: set):
-        self.i = var
-        self.inner = inner          # uid -> (lo, hi) of canonical loops inside the body
-        self.pointers = pointers    # uid -> init (base + offset) of row pointers in the body
-        self.varying = varying      # uids of primal variables that change inside the loop
-
-    def _expand(self, terms) -> list:
-        """Replace `q - base` (q a row pointer `base + off`) by the terms of off."""
-        out = list(terms)
-        changed = True
-        while changed:
-            changed = False
-            for t in list(out):
-                if isinstance(t, ir.Var) and t.uid in self.pointers:
-                    init = self.pointers[t.uid]
-                    neg = next((x for x in out if isinstance(x, tuple) and
-                                isinstance(x[1], ir.Var) and
-                                x[1].uid == ir.root_var(init).uid), None)
-                    if neg is None or not isinstance(init, ir.Binary) or init.op != "+":
-                        continue
-                    out.remove(t)
-                    out.remove(neg)
-                    out.extend(_terms(init.rhs))
-                    changed = True
-        return out
-
-    def _mentions(self, e, uids) -> bool:
-        return bool(ir.vars_in(e) & uids)
-
-    def classify(self, index) -> tuple:
-        """('private',) | ('shared', H) | ('unsafe',)"""
-        terms = self._expand(_terms(index))
-        if any(isinstance(t, tuple) for t in terms):
-            return ("unsafe",)
-        inner = set(self.inner)
-        i_terms = [t for t in terms if self._mentions(t, {self.i.uid})]
-        j_terms = [t for t in terms if not self._mentions(t, {self.i.uid}) and
-                   self._mentions(t, inner)]
-        rest = [t for t in terms if t not in i_terms and t not in j_terms]
-        if any(self._mentions(t, self.varying) for t in rest):
-            return ("unsafe",)
-        if len(i_terms) > 1:
-            return ("unsafe",)
-        if not i_terms:
-            if len(j_terms) == 1 and not rest and isinstance(j_terms[0], ir.Var):
-                lo, hi = self.inner[j_terms[0].uid]
-                if isinstance(lo, ir.Const) and lo.text == "0":
-                    return ("shared", hi)
-            return ("unsafe",)
-        t = i_terms[0]
-        if isinstance(t, ir.Var):
-            stride = None
-        elif isinstance(t, ir.Binary) and t.op == "*":
-            other = t.rhs if (isinstance(t.lhs, ir.Var) and t.lhs.uid == self.i.uid) else \
-                t.lhs if (isinstance(t.rhs, ir.Var) and t.rhs.uid == self.i.uid) else None
-            if other is None or self._mentions(other, self.varying | inner | {self.i.uid}):
-                return ("unsafe",)
-            stride = other
-        else:
-            return ("unsafe",)
-        if stride is None:
-            return ("private",) if not j_terms else ("unsafe",)
-        if not j_terms:
-            return ("private",)
-        if len(j_terms) == 1 and isinstance(j_terms[0], ir.Var):
-            lo, hi = self.inner[j_terms[0].uid]
-            if isinstance(lo, ir.Const) and lo.text == "0" and spell(hi) == spell(stride):
-                return ("private",)
-        return ("unsafe",)
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
 
 
-def reverse_clauses(check: ParallelCheck, body: list) -> "Clauses | None":
-    declared = {x.var.name for s in body for x in ir.walk_stmts(s) if isinstance(x, ir.Decl)}
-    arrays: dict = {}        # adjoint array name -> ("private" | ("shared", H) ...)
-    array_reads: set = set()
-    scalars_acc: set = set()
-    scalars_other: set = set()
-
-    def access(e, how: str):
-        base = e.base
-        if not (isinstance(base, ir.Var) and base.uid == 0 and
-                base.name.startswith(("_d_", "_dl_"))):
-            return                  # primal memory, or per-iteration slots (read-only here)
-        kind = check.classify(e.index)
-        prev = arrays.get(base.name)
-        if kind[0] == "unsafe" or (prev is not None and prev[0] != kind[0]):
-            arrays[base.name] = ("unsafe",)
-            return
-        arrays[base.name] = kind
-        if how != "acc":
-            array_reads.add(base.name)
-
-    def visit_expr(e, how="read"):
-        for x in ir.walk_expr(e):
-            if isinstance(x, ir.TapePop):
-                raise _Serial
-            if isinstance(x, ir.Index):
-                access(x, how if x is e else "read")
-            if isinstance(x, ir.Var) and x.uid == 0 and x is not e and x.name not in declared \
-                    and not x.type.is_pointer and x.name.startswith(("_d_", "_dl_")):
-                scalars_other.add(x.name)
-
-    try:
-        for s in body:
-            for x in ir.walk_stmts(s):
-                if isinstance(x, (ir.TapePush, ir.TapeArray, ir.ExprStmt, ir.Return)):
-                    raise _Serial
-                if isinstance(x, ir.Assign):
-                    t = x.target
-                    acc = x.op in ("+=", "-=")
-                    if isinstance(t, ir.Var):
-                        if t.uid > 0 and t.uid in check.varying and t.name not in declared:
-                            raise _Serial
-                        if t.uid > 0 and t.name not in declared:
-                            raise _Serial
-                        if t.uid == 0 and t.name not in declared:
-                            (scalars_acc if acc else scalars_other).add(t.name)
-                    elif isinstance(t, ir.Index):
-                        visit_expr(t.index)
-                        access(t, "acc" if acc else "write")
-                    else:
-                        raise _Serial      # *_d_x: a parameter's scalar adjoint
-                    visit_expr(x.value)
-                else:
-                    for e in ir.stmt_exprs(x):
-                        visit_expr(e)
-    except _Serial:
-        return None
-    if scalars_other & scalars_acc:
-        return None
-    sections = []
-    for name in sorted(arrays):
-        kind = arrays[name]
-        if kind[0] == "unsafe":
-            return None
-        if kind[0] == "shared":
-            if name in array_reads:
-                return None
-            sections.append((name, kind[1]))
-    return Clauses(tuple(sections), tuple(sorted(scalars_acc)))
+@dataclass(frozen=True)
+class Level:
+    """One loop of the parallel nest: its counter's values lie in [first, last] (inclusive),
+    `step` apart."""
+    var: ir.Var
+    first: ir.Expr
+    last: ir.Expr
+    step: int
 
 
 class _Serial(Exception):
     pass
+
+
+def _is_adjoint(v) -> bool:
+    return isinstance(v, ir.Var) and v.uid == 0 and (names.is_adjoint(v.name) or
+                                                      v.name.startswith("_dl_"))
+
+
+class _Access:
+    def __init__(self, root: str, target, how: str, depth_coords: tuple, loc):
+        self.root, self.target, self.how, self.coords, self.loc = \
+            root, target, how, depth_coords, loc
+
+
+class _Scan:
+    """One walk over the reverse body: its loops (coordinates), the locals it defines, and
+    every access to adjoint memory or to variables declared outside it."""
+
+    def __init__(self, body, levels, outer_defs: dict, primal_of: dict):
+        self.primal_of = primal_of
+        self.space = Space()
+        for uid, init in outer_defs.items():
+            self.space.defs[uid] = init
+        self.declared = {x.var.name for s in body for x in ir.walk_stmts(s)
+                         if isinstance(x, (ir.Decl, ir.VectorDecl))}
+        self.accesses: list = []
+        self.scalar_acc: dict = {}        # outer scalar adjoint -> its type (only added into)
+        self.scalar_other: set = set()
+        assigned = {}
+        for s in body:
+            for x in ir.walk_stmts(s):
+                if isinstance(x, ir.Assign) and isinstance(x.target, ir.Var):
+                    assigned.setdefault(key(x.target), []).append(x)
+        self._counters: set = set()
+        for depth, lv in enumerate(levels):
+            self._coord(lv.var, lv.first, lv.last, lv.step, depth)
+        for s in body:
+            self._decls(s, assigned)
+        for s in body:
+            self._stmt(s, tuple(key(lv.var) for lv in levels))
+
+    # ------------------------------------------------------------------ structure
+    def _coord(self, v, lo, hi, step, depth):
+        sp = self.space
+        p_lo, p_hi = sp.poly(lo), sp.poly(hi)
+        if p_lo is None or p_hi is None:
+            sp.varying.add(key(v))
+            return
+        sp.coords[key(v)] = Coord(frozen(p_lo), frozen(p_hi), step, depth)
+        self._counters.add(key(v))
+
+    def _decls(self, s, assigned):
+        for x in ir.walk_stmts(s):
+            if isinstance(x, ir.Decl) and (not x.var.type.real or x.var.type.is_pointer) and \
+                    x.init is not None and not x.var.type.dims and key(x.var) not in assigned:
+                self.space.defs[key(x.var)] = x.init
+            elif isinstance(x, ir.Decl) and key(x.var) in assigned:
+                self.space.varying.add(key(x.var))
+
+    def _header(self, loop: ir.Loop, depth: int) -> "ir.Var | None":
+        """Register a loop's counter as a coordinate when its header is one of the forms the
+        engine emits; return it."""
+        if len(loop.init) != 1 or not isinstance(loop.init[0], ir.Decl) or loop.cond is None:
+            return None
+        v, a = loop.init[0].var, loop.init[0].init
+        c = loop.cond
+        if a is None:
+            return None
+        same = lambda x: isinstance(x, ir.Var) and key(x) == key(v)
+        if ir.is_reversed_cond_of(c, {v.name}) and same(c.reads[0]) and not loop.inc:
+            self._coord(v, c.reads[1], ir.Binary("-", a, _one(), ir.INT), 1, depth)
+            return v
+        if not (isinstance(c, ir.Binary) and same(c.lhs) and len(loop.inc) == 1
+                and isinstance(loop.inc[0], ir.Assign) and same(loop.inc[0].target)):
+            return None
+        inc = loop.inc[0]
+        step = _literal(inc.value)
+        if step is None:
+            return None
+        b = c.rhs
+        if inc.op == "+=" and c.op in ("<", "<="):
+            hi = ir.Binary("-", b, _one(), ir.INT) if c.op == "<" else b
+            self._coord(v, a, hi, step, depth)
+            return v
+        if inc.op == "-=" and c.op in (">", ">="):
+            lo = ir.Binary("+", b, _one(), ir.INT) if c.op == ">" else b
+            self._coord(v, lo, a, step, depth)
+            return v
+        return None
+
+    # ------------------------------------------------------------------ accesses
+    def _stmt(self, s, coords: tuple):
+        if isinstance(s, ir.Loop):
+            v = self._header(s, len(coords))
+            if v is None:
+                for x in s.init:
+                    if isinstance(x, ir.Decl):
+                        self.space.varying.add(key(x.var))
+            inner = coords + ((key(v),) if v is not None else ())
+            for x in s.init:
+                if isinstance(x, ir.Decl) and x.init is not None:
+                    self._exprs(x.init, inner, x)
+            if s.cond is not None:
+                self._exprs(s.cond, inner, s)
+            for x in s.body.stmts:
+                self._stmt(x, inner)
+            for x in s.inc:
+                if v is None or not (isinstance(x, ir.Assign) and isinstance(x.target, ir.Var)
+                                     and key(x.target) == key(v)):
+                    self._stmt(x, inner)
+            return
+        if isinstance(s, ir.Block):
+            for x in s.stmts:
+                self._stmt(x, coords)
+            return
+        if isinstance(s, ir.If):
+            self._exprs(s.cond, coords, s)
+            for x in s.then.stmts + s.other.stmts:
+                self._stmt(x, coords)
+            return
+        if isinstance(s, (ir.Return, ir.Break, ir.Continue, ir.Switch, ir.Case)):
+            raise _Serial("it returns or jumps out of an iteration")
+        if isinstance(s, ir.ExprStmt):
+            calls = [x for x in ir.walk_expr(s.expr) if isinstance(x, ir.Call)]
+            if calls:
+                raise _Serial(f"it calls '{ir.call_name(calls[0].fn)}', whose adjoint "
+                              "writes the engine does not check")
+        if isinstance(s, ir.Assign):
+            self._assign(s, coords)
+            return
+        for e in ir.stmt_exprs(s):
+            self._exprs(e, coords, s)
+
+    def _assign(self, s: ir.Assign, coords):
+        t = s.target
+        acc = s.op in ("+=", "-=")
+        if isinstance(t, ir.Var):
+            if t.name not in self.declared:
+                if _is_adjoint(t) and not t.type.is_memory:
+                    if acc:
+                        self.scalar_acc[t.name] = t.type
+                    else:
+                        self.scalar_other.add(t.name)
+                elif key(t) not in self._counters:
+                    raise _Serial(f"it writes '{t.name}', declared outside the loop"
+                                  + _line(s))
+        else:
+            root = ir.root_var(t)
+            if root is not None and self._shared_adjoint(root):
+                self.accesses.append(_Access(self._root_name(t), t, "acc" if acc else "write",
+                                             coords, s))
+            if isinstance(t, ir.Index):
+                self._exprs(t.index, coords, s)
+            elif isinstance(t, ir.Unary):
+                self._exprs(t.operand, coords, s)
+        self._exprs(s.value, coords, s)
+
+    def _shared_adjoint(self, v: ir.Var) -> bool:
+        """Adjoint memory declared outside the body (a local adjoint array of the body is
+        the iteration's own)."""
+        if v.name in self.declared and not self._adjoint_pointer(v):
+            return False
+        return _is_adjoint(v) or self._adjoint_pointer(v)
+
+    def _adjoint_pointer(self, v: ir.Var) -> bool:
+        """A pointer local of the body derived from an adjoint root."""
+        init = self.space.defs.get(key(v))
+        if init is None or not v.type.is_pointer:
+            return False
+        r = ir.root_var(init)
+        return r is not None and (_is_adjoint(r) or self._adjoint_pointer(r))
+
+    def _root_name(self, e) -> str:
+        el = self.space.element(e)
+        return el[0] if el is not None else ir.root_var(e).name
+
+    def _exprs(self, e, coords, s):
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Call) and (x.user or names.split_generated(
+                    ir.call_name(x.fn)) is not None):
+                raise _Serial(f"it calls '{ir.call_name(x.fn)}', whose adjoint writes the "
+                              "engine does not check" + _line(s))
+            if isinstance(x, (ir.Index,)) or (isinstance(x, ir.Unary) and x.op == "*"):
+                r = ir.root_var(x)
+                if r is not None and self._shared_adjoint(r):
+                    self.accesses.append(_Access(self._root_name(x), x, "read", coords, s))
+            if _is_adjoint(x) and not x.type.is_memory and x.name not in self.declared:
+                self.scalar_other.add(x.name)
+
+
+def _one() -> ir.Const:
+    return ir.Const("1", ir.INT)
+
+
+def _literal(e) -> "int | None":
+    if isinstance(e, ir.Const) and not e.type.real and e.text.rstrip("uUlL").isdigit():
+        n = int(e.text.rstrip("uUlL"))
+        return n if n > 0 else None
+    return None
+
+
+def _line(s) -> str:
+    loc = getattr(s, "loc", None)
+    return f" (line {loc.line})" if loc is not None and loc.line else ""
+
+
+def analyse(body, levels, iters: set, outer_defs: dict, primal_of: dict) -> "Plan | Refusal":
+    """body: the reverse of one iteration; levels: the nest (outer first); iters: uids of the
+    counters that run in parallel; outer_defs: uid -> initializer of integer and pointer
+    locals defined once before the loop; primal_of: adjoint name -> primal name."""
+    try:
+        scan = _Scan(body, levels, outer_defs, primal_of)
+    except _Serial as e:
+        return Refusal(str(e))
+    sp = scan.space
+    by_root: dict = {}
+    for a in scan.accesses:
+        by_root.setdefault(a.root, []).append(a)
+    partials, private = [], []
+    try:
+        for root in sorted(by_root):
+            accs = by_root[root]
+            if all(a.how == "read" for a in accs):
+                private.append(root)
+                continue
+            p = _array(sp, root, accs, iters, primal_of)
+            if p is not None:
+                partials.append(p)
+            else:
+                private.append(root)
+    except _Serial as e:
+        return Refusal(str(e))
+    for name in sorted(scan.scalar_acc):
+        if name in scan.scalar_other:
+            return Refusal(f"it reads the adjoint '{name}' that every iteration adds into")
+        partials.append(Partial(name, scan.scalar_acc[name], None))
+    guard = None
+    for c in sp.assumed():
+        guard = c if guard is None else ir.Binary("&&", guard, c, ir.BOOL)
+    return Plan(tuple(partials), guard, tuple(private))
+
+
+def _what(root: str, primal_of: dict) -> str:
+    p = primal_of.get(root)
+    return f"the adjoint of '{p}' ('{root}')" if p else f"'{root}'"
+
+
+def _array(sp: Space, root: str, accs: list, iters: set, primal_of: dict) -> "Partial | None":
+    polys = []
+    for a in accs:
+        el = sp.element(a.target)
+        if el is None:
+            raise _Serial(f"{_what(root, primal_of)} is {_verb(a)} at '{spell(a.target)}', "
+                          "an index the engine cannot bound (it depends on values loaded "
+                          "from memory or changed in the loop)" + _line(a.loc))
+        polys.append(el[1])
+    shared = [not (sp.coords_in(p) & iters) for p in polys]
+    if all(shared) and all(a.how == "acc" for a in accs):
+        return _partial(sp, root, accs, polys, primal_of)
+    facts_of = [sp.facts(set(a.coords)) for a in accs]
+    for i, a in enumerate(accs):
+        for j in range(i, len(accs)):
+            b = accs[j]
+            if a.how == "read" and b.how == "read":
+                continue
+            facts = tuple(sorted(set(facts_of[i]) | set(facts_of[j]), key=repr))
+            if not sp.meet_only_within(polys[i], polys[j], iters, facts):
+                other = "" if i == j else f" and {_verb(b)} at '{spell(b.target)}'"
+                raise _Serial(f"{_what(root, primal_of)} is {_verb(a)} at "
+                              f"'{spell(a.target)}'{other}{_line(a.loc)}: the engine cannot "
+                              "show that two iterations never touch the same element")
+    return None
+
+
+def _verb(a: _Access) -> str:
+    return {"acc": "added to", "write": "written", "read": "read"}[a.how]
+
+
+def _partial(sp: Space, root: str, accs, polys, primal_of) -> Partial:
+    ends = []
+    for a, p in zip(accs, polys):
+        lo, hi = sp.bound(p, False), sp.bound(p, True)
+        if lo is None or hi is None or not sp.nonneg(lo):
+            raise _Serial(f"{_what(root, primal_of)} is added to at '{spell(a.target)}', "
+                          "whose range the engine cannot bound" + _line(a.loc))
+        sp.require(hi)
+        end = frozen(add(hi, const(1)))
+        if end not in ends:
+            ends.append(end)
+    extent = None
+    for end in ends:
+        e = sp.to_expr(dict(end))
+        extent = e if extent is None else ir.Call("std::max<long>", (extent, e), ir.LONG)
+    t = accs[0].target
+    base = ir.root_var(t)
+    typ = ir.Type(t.type.value().base, 1, False, (), True) if base is not None else t.type
+    return Partial(root, typ, extent)

@@ -1,0 +1,165 @@
+// torchclad runtime: what generated `#pragma omp parallel for` loops use.
+//
+// IterRecords -- per-iteration tape records of a parallel recording forward.
+//   A parallel loop whose iterations record values (loop counts, saved locals, a callee's
+//   records) cannot push them on the one shared tape. Each iteration records on its thread's
+//   own Tape instead, and the offset table says where iteration k's record starts and ends:
+//
+//     torchclad::IterRecords rec(n);                 // n iterations
+//     #pragma omp parallel for
+//     for (...) { torchclad::Tape& _tape = rec.record(k); ... pushes ... }
+//     rec.save(tape);                                // every record onto the shared tape
+//
+//   and the reverse sweep, in any order and on any number of threads:
+//
+//     torchclad::IterRecords rec = torchclad::IterRecords::load(tape);
+//     #pragma omp parallel for
+//     for (...) { torchclad::Tape& _tape = rec.replay(k); ... pops ... }
+//
+//   save() lays the records out in iteration order (not thread order), so what the reverse
+//   reads does not depend on how many threads recorded it. Records are copied as raw tape
+//   cells: under TORCHCLAD_TAPE_DEBUG the pops inside an iteration are not type-checked
+//   against its pushes.
+//
+// par_chunks / par_begin / par_combine -- deterministic partial sums.
+//   A parallel reverse loop whose iterations all add into the same adjoint elements (the
+//   gradient of weights every row reads) runs in a fixed number of chunks of consecutive
+//   iterations, chosen from the trip count and the size of the partial sums only (never
+//   from the thread count). Each chunk adds into its own zeroed copy; par_combine then adds
+//   the chunks' sums into the adjoint in chunk order. The result is the same bits for every
+//   number of threads: no atomics, no OpenMP reduction (whose combining order varies).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tape.h"
+
+namespace torchclad {
+
+class IterRecords {
+ public:
+  // A forward of n iterations; `threads` is at least the team size of the loop (0: the
+  // default team size).
+  explicit IterRecords(long n, long threads = 0)
+      : tapes_(threads > static_cast<long>(ThreadTapes::default_threads())
+                   ? static_cast<std::size_t>(threads)
+                   : ThreadTapes::default_threads()),
+        n_(n > 0 ? n : 0),
+        tid_(static_cast<std::size_t>(n_), 0),
+        begin_(static_cast<std::size_t>(n_), 0),
+        end_(static_cast<std::size_t>(n_), 0),
+        last_(tapes_.size(), -1) {}
+
+  IterRecords(IterRecords&&) noexcept = default;
+  IterRecords& operator=(IterRecords&&) noexcept = default;
+  IterRecords(const IterRecords&) = delete;
+  IterRecords& operator=(const IterRecords&) = delete;
+
+  // Forward, at the start of iteration k (0 <= k < n): the tape it records on.
+  Tape& record(long k) {
+    const std::size_t t = ThreadTapes::thread_index();
+    Tape& tape = tapes_.local();
+    const std::size_t at = tape.size_bytes() / sizeof(std::uint64_t);
+    if (last_[t] >= 0) end_[static_cast<std::size_t>(last_[t])] = at;
+    last_[t] = k;
+    tid_[static_cast<std::size_t>(k)] = static_cast<std::uint32_t>(t);
+    begin_[static_cast<std::size_t>(k)] = at;
+    return tape;
+  }
+
+  // Forward, after the loop: every iteration's record onto `tape`, in iteration order.
+  void save(Tape& tape) {
+    std::vector<std::vector<std::uint64_t>> cells(tapes_.size());
+    for (std::size_t t = 0; t < tapes_.size(); ++t) {
+      const std::size_t n = tapes_[t].size_bytes() / sizeof(std::uint64_t);
+      if (last_[t] >= 0) end_[static_cast<std::size_t>(last_[t])] = n;
+      cells[t].resize(n);
+      tapes_[t].pop_array(cells[t].data(), n);
+    }
+    offsets_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (std::size_t k = 0; k < static_cast<std::size_t>(n_); ++k)
+      offsets_[k + 1] = offsets_[k] + static_cast<long>(end_[k] - begin_[k]);
+    data_.resize(static_cast<std::size_t>(offsets_.back()));
+    for (std::size_t k = 0; k < static_cast<std::size_t>(n_); ++k) {
+      const std::vector<std::uint64_t>& from = cells[tid_[k]];
+      for (std::size_t c = begin_[k]; c < end_[k]; ++c)
+        data_[static_cast<std::size_t>(offsets_[k]) + c - begin_[k]] = from[c];
+    }
+    tape.push_array(data_.data(), data_.size());
+    tape.push_array(offsets_.data(), offsets_.size());
+    tape.push(static_cast<long>(data_.size()));
+    tape.push(n_);
+  }
+
+  // Reverse: the records `save` put on `tape`.
+  static IterRecords load(Tape& tape) {
+    IterRecords r(0);
+    r.n_ = tape.pop<long>();
+    const long cells = tape.pop<long>();
+    r.offsets_.resize(static_cast<std::size_t>(r.n_) + 1);
+    tape.pop_array(r.offsets_.data(), r.offsets_.size());
+    r.data_.resize(static_cast<std::size_t>(cells));
+    tape.pop_array(r.data_.data(), r.data_.size());
+    return r;
+  }
+
+  // Reverse, at the start of iteration k's reverse: a tape holding exactly its record.
+  Tape& replay(long k) {
+    Tape& tape = tapes_.local();
+    tape.clear();
+    const std::size_t at = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(k)]);
+    const std::size_t end = static_cast<std::size_t>(offsets_[static_cast<std::size_t>(k) + 1]);
+    tape.push_array(data_.data() + at, end - at);
+    return tape;
+  }
+
+  long size() const noexcept { return n_; }
+
+ private:
+  ThreadTapes tapes_;
+  long n_;
+  std::vector<std::uint32_t> tid_;        // forward: the thread that recorded iteration k
+  std::vector<std::size_t> begin_, end_;  // forward: its cells in that thread's tape
+  std::vector<long> last_;                // forward: the last iteration each thread began
+  std::vector<long> offsets_;             // iteration k's cells: data_[offsets_[k], offsets_[k+1])
+  std::vector<std::uint64_t> data_;
+};
+
+// Number of chunks of a parallel reverse loop of n iterations whose partial sums hold
+// `elements` values per chunk: at most 16, fewer when n is smaller or the partial sums would
+// exceed 2^22 values. Depends on the sizes only, so the summation order does too.
+inline long par_chunks(long n, long elements) {
+  if (n <= 0) return 0;
+  long k = n < 16 ? n : 16;
+  if (elements > 0) {
+    long cap = (1L << 22) / elements;
+    if (cap < 1) cap = 1;
+    if (k > cap) k = cap;
+  }
+  return k;
+}
+
+// First iteration of chunk c of k chunks over n iterations (chunk c covers
+// [par_begin(c), par_begin(c + 1))).
+inline long par_begin(long c, long n, long k) {
+  return (n / k) * c + (c < n % k ? c : n % k);
+}
+
+// dst[j] += the k chunks' partial sums of element j, added in chunk order; untouched elements
+// (every partial sum exactly zero) are left alone. A null dst (an absent adjoint) is skipped.
+template <class T>
+void par_combine(T* dst, const T* parts, long k, long elements) {
+  if (dst == nullptr || k <= 0) return;
+#ifdef _OPENMP
+#pragma omp parallel for if (elements >= 8192)
+#endif
+  for (long j = 0; j < elements; ++j) {
+    T s = parts[j];
+    for (long c = 1; c < k; ++c) s += parts[c * elements + j];
+    if (s != T(0)) dst[j] += s;
+  }
+}
+
+}  // namespace torchclad

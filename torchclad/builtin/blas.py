@@ -1,0 +1,76 @@
+"""Which BLAS the built-in matmul's float GEMMs call, chosen once per process at import.
+
+The matmul custom derivative (csrc/custom/matmul.cpp) and the forward call ``sgemm`` through
+``matmul_gemm`` (csrc/kernels/matmul.cpp): MKL's, the one inside libtorch_cpu, unless
+``TORCHCLAD_SGEMM_LIB`` names a library exporting an ILP64 Fortran sgemm, which the kernels
+then load on their first call. :func:`choose` sets it from the CPU: on AMD processors numpy's
+bundled OpenBLAS measured faster than MKL at the GEMM shapes of the benchmarked models
+(benchmarks/bench_blas.py, section "blas" of benchmarks/results.md: MKL's kernels are tuned for
+Intel processors); elsewhere, or without numpy's OpenBLAS, MKL stays.
+
+The kernels call that library only while OpenMP runs one thread (``torch.set_num_threads(1)``):
+with more, its own thread pool and the OpenMP threads of torch and of the kernels compete for
+the cores (the fused GPT-2 at 2 threads measured 2x slower with it), so MKL, which runs on
+OpenMP's threads, serves every multi-threaded GEMM.
+
+``TORCHCLAD_BLAS`` overrides the choice: ``mkl``, ``openblas`` or ``auto`` (the default).
+float64 GEMMs always use MKL. The choice is fixed once a kernel has run (the kernels read the
+variable on their first GEMM).
+"""
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+__all__ = ["choose", "selected", "openblas_library"]
+
+_ENV = "TORCHCLAD_SGEMM_LIB"
+_CHOICE = "TORCHCLAD_BLAS"
+
+
+def openblas_library() -> "str | None":
+    """numpy's bundled OpenBLAS (numpy.libs/libscipy_openblas64_*.so), if there is one."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    libs = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
+    found = sorted(glob.glob(str(libs / "libscipy_openblas64_*.so*")))
+    return found[0] if found else None
+
+
+def _vendor() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def choose() -> str:
+    """Set the float GEMM library for this process (see the module docstring); returns
+    ``"mkl"`` or ``"openblas"``."""
+    if os.environ.get(_ENV):
+        return "openblas"                      # set by the caller (or an earlier choose())
+    want = os.environ.get(_CHOICE, "auto").strip().lower()
+    if want not in ("auto", "mkl", "openblas"):
+        raise ValueError(f"{_CHOICE}={want!r}: expected 'mkl', 'openblas' or 'auto'")
+    if want == "mkl" or (want == "auto" and _vendor() != "AuthenticAMD"):
+        return "mkl"
+    lib = openblas_library()
+    if lib is None:
+        if want == "openblas":
+            raise RuntimeError(f"{_CHOICE}=openblas, but numpy's OpenBLAS (numpy.libs/"
+                               "libscipy_openblas64_*.so) is not installed; pip install numpy")
+        return "mkl"
+    os.environ[_ENV] = lib
+    return "openblas"
+
+
+def selected() -> str:
+    """The library the float GEMMs use in this process at one thread: ``"mkl"`` or
+    ``"openblas"`` (with more threads: MKL)."""
+    return "openblas" if os.environ.get(_ENV) else "mkl"

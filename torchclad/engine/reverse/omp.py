@@ -1,0 +1,442 @@
+"""OpenMP loops in the two sweeps.
+
+A `#pragma omp parallel for` loop (with `collapse(n)`: the n perfectly nested loops it
+names) whose loops are canonical (`for (int i = a; i < b; i += c)`, any positive literal
+step, up or down) keeps its pragma in the recording forward. What an iteration records goes
+where another iteration cannot disturb it:
+
+- nothing recorded: the loop as written;
+- a fixed set of scalars and fixed-size local arrays saved at the end of each iteration:
+  per-iteration slots (`std::vector`s indexed by the iteration number k, pushed whole after
+  the loop);
+- anything else (loop counts, locals saved in inner blocks, a callee's records): each
+  iteration records on its thread's own tape, and `torchclad::IterRecords` (runtime
+  parallel.h) keeps the offset of iteration k's record, then moves all records to the shared
+  tape in iteration order.
+
+The reverse runs the iterations in forward order, each with its own record (a slot read, or
+`IterRecords::replay(k)` as the iteration's `_tape`). Whether it runs them in parallel is
+parallel.py's question, asked for the whole collapsed nest and then for its outer loops
+only (the inner ones serial inside each parallel iteration):
+
+- private adjoints only: the nest with `#pragma omp parallel for [collapse(m)] if(assumptions)`;
+- adjoints every iteration adds into: a fixed number of chunks of consecutive iterations
+  (from the sizes only), each adding into its own zeroed partial sums, then
+  `torchclad::par_combine` in chunk order: the same bits for any number of threads;
+- otherwise the loop runs serially, and a warning says why.
+
+A pragma the engine cannot keep (a loop that is not canonical, a collapse over loops that
+are not perfectly nested, `omp for` outside a parallel region, a clause whose variables the
+records would get wrong) is dropped with a warning naming the loop and the reason.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from .. import ir, names
+from ..analysis.affine import key
+from . import parallel, slots as slot_mod
+from .transform import TAPE
+
+#: what a reverse loop may keep of the forward's clauses
+_CARRIED = ("schedule", "num_threads", "proc_bind", "if")
+#: clauses whose variables change across iterations in ways per-iteration records miss
+_SHARED = ("reduction", "lastprivate", "linear", "ordered", "copyin")
+_CLAUSE = re.compile(r"([A-Za-z_]\w*)\s*(\((?:[^()]|\([^()]*\))*\))?")
+RECORDS = ir.Type("torchclad::IterRecords")
+TAPE_REF = ir.Type("torchclad::Tape&")
+VOID = ir.VOID
+
+
+@dataclass(frozen=True)
+class Nest:
+    """The loops a parallel pragma covers (outer first), as (loop, path, CanonLoop)."""
+    levels: tuple
+    kind: str                 # "parallel for", "parallel for simd" or "simd"
+    clauses: tuple            # ((name, "(args)" or ""), ...) as written
+    mode: str = "none"        # how iterations record: "none", "slots" or "records"
+    saved: tuple = ()         # the locals kept in slots
+
+    @property
+    def loc(self):
+        return self.levels[0][0].loc
+
+    def carried(self) -> str:
+        return "".join(f" {n}{a}" for n, a in self.clauses if n in _CARRIED and n != "if")
+
+    def user_if(self) -> str:
+        return next((a[1:-1] for n, a in self.clauses if n == "if"), "")
+
+
+def parse(pragma: str) -> "tuple[str, tuple]":
+    words = pragma.split()
+    for kind in ("parallel for simd", "parallel for", "simd", "for"):
+        k = kind.split()
+        if words[1:1 + len(k)] == k:
+            rest = " ".join(words[1 + len(k):])
+            return kind, tuple((m.group(1), m.group(2) or "") for m in _CLAUSE.finditer(rest))
+    return "", ()
+
+
+def nest(asm, s: ir.Loop, p: tuple) -> "Nest | str":
+    """The nest a pragma covers, or why the engine cannot keep the pragma."""
+    kind, clauses = parse(s.pragma)
+    if kind == "for":
+        return ("'#pragma omp for' outside an 'omp parallel' region runs on one thread; "
+                "write '#pragma omp parallel for'")
+    if not kind:
+        return f"'#pragma {s.pragma}' is not a loop construct the engine reads"
+    n = 1
+    for name, arg in clauses:
+        if name == "collapse":
+            m = re.fullmatch(r"\(\s*(\d+)\s*\)", arg)
+            if not m or int(m.group(1)) < 1:
+                return f"collapse{arg} needs a positive integer literal"
+            n = int(m.group(1))
+    levels = []
+    loop, path = s, p
+    for j in range(n):
+        canon = asm.rv.canon.get(path)
+        if canon is None:
+            return ("the loop is not canonical: the engine needs `for (int i = a; i < b; "
+                    "i += c)` (or counting down), c a positive integer literal, with i, a "
+                    "and b unchanged in the body")
+        if asm.rec.plan(path).saved:
+            return "the loop's header declares locals the reverse needs saved"
+        levels.append((loop, path, canon))
+        if j < n - 1:
+            inner = loop.body.stmts
+            if len(inner) != 1 or not isinstance(inner[0], ir.Loop):
+                return f"collapse({n}) needs {n} perfectly nested loops"
+            loop, path = inner[0], path + (1, 0)
+    counters = {c.var.uid for _, _, c in levels}
+    for _, _, c in levels[1:]:
+        if (ir.vars_in(c.lo) | ir.vars_in(c.hi)) & counters:
+            return f"collapse({n}) over loops whose bounds depend on an outer counter"
+    nt = Nest(tuple(levels), kind, clauses)
+    mode, saved = recording(asm, nt)
+    if mode != "none" and kind == "simd":
+        return "the iterations of an 'omp simd' loop record values for the reverse"
+    shared = [name for name, _ in clauses if name in _SHARED]
+    if mode != "none" and shared:
+        return f"the iterations record values for the reverse and the pragma has '{shared[0]}'"
+    return replace(nt, mode=mode, saved=tuple(saved))
+
+
+# ---------------------------------------------------------------------- recording
+def _tape_ops(body) -> int:
+    return sum(1 for st in body for x in ir.walk_stmts(st)
+               if isinstance(x, (ir.TapePush, ir.TapeArray)) or
+               (isinstance(x, (ir.ExprStmt, ir.Decl, ir.Assign)) and
+                names.TAPE in ir.stmt_names(x)))
+
+
+def recording(asm, nt: Nest) -> "tuple[str, list]":
+    """How iterations record: ("none" | "slots" | "records", the saved locals for slots)."""
+    loop, path, _ = nt.levels[-1]
+    body = asm.fwd_block(loop.body, path + (1,))
+    ops = _tape_ops(body)
+    if ops == 0:
+        return "none", []
+    saved = list(asm.rec.plan(path + (1,)).saved)
+    if ops == len(saved) and all(slot_mod.width(d) for d in saved):
+        return "slots", saved
+    return "records", []
+
+
+
+
+def number(nt: Nest, levels: tuple, trips: list) -> ir.Expr:
+    """The iteration number of the current counters of `levels` (row-major)."""
+    k = None
+    for (_, _, c), n in zip(levels, trips):
+        kj = c.number()
+        k = kj if k is None else ir.Binary("+", ir.Binary("*", k, n, ir.LONG), kj, ir.LONG)
+    return k
+
+
+def _trip_decls(asm, levels) -> "tuple[list, list]":
+    """Locals holding each level's trip count, and their declarations."""
+    out, decls = [], []
+    for _, _, c in levels:
+        v = asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
+        decls.append(ir.Decl(v, c.trips()))
+        out.append(v)
+    return out, decls
+
+
+def _product(vs) -> ir.Expr:
+    e = vs[0]
+    for v in vs[1:]:
+        e = ir.Binary("*", e, v, ir.LONG)
+    return e
+
+
+def _rebuild(levels, body: list, pragma: str) -> ir.Loop:
+    """The nest with the loops' own headers around `body`, `pragma` on the outer loop."""
+    inner = list(body)
+    for j in reversed(range(len(levels))):
+        s = levels[j][0]
+        loop = ir.Loop(s.init, s.cond, s.inc, ir.Block(tuple(inner)), s.loc,
+                       pragma if j == 0 else "")
+        inner = [loop]
+    return inner[0]
+
+
+
+def forward(asm, nt: Nest) -> list:
+    """The recording forward of the nest."""
+    mode, saved = nt.mode, list(nt.saved)
+    loop, path, _ = nt.levels[-1]
+    outer = nt.levels[0][0]
+    if mode == "none":
+        body = asm.fwd_block(loop.body, path + (1,))
+        return [_rebuild(nt.levels, body, outer.pragma)]
+    slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
+    trips, decls = _trip_decls(asm, nt.levels)
+    total = trips[0] if len(trips) == 1 else asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
+    if len(trips) > 1:
+        decls.append(ir.Decl(total, _product(trips)))
+    k = number(nt, nt.levels, trips)
+    body = asm.fwd_block(loop.body, path + (1,))
+    pragma = outer.pragma
+    if mode == "slots":
+        body = [st for st in body if not isinstance(st, (ir.TapePush, ir.TapeArray))]
+        for v, d in zip(slots, saved):
+            w = slot_mod.width(d)
+            if not d.var.type.dims:
+                body.append(ir.Assign("=", ir.Index(v, k, v.type.element()), d.var))
+            else:
+                at = ir.Binary("*", k, ir.Const(str(w), ir.LONG), ir.LONG)
+                body.append(slot_mod.copy(asm, v, at, d.var, None, w))
+        sizes = [slot_mod.scaled(total, slot_mod.width(d)) for d in saved]
+        out = decls + [ir.VectorDecl(v, n) for v, n in zip(slots, sizes)]
+        out.append(_rebuild(nt.levels, body, pragma))
+        out += [ir.TapeArray(v, n, False) for v, n in zip(slots, sizes)]
+        return [ir.Block(tuple(out), outer.loc)]
+    rec = asm.names.fresh(names.SAVED_PREFIX, RECORDS)
+    if any(n == "num_threads" for n, _ in nt.clauses):
+        asm.note(nt.loc, "'num_threads' is dropped from the recording forward (its per-thread "
+                         "records are sized by the default team)")
+        pragma = "omp " + nt.kind + "".join(f" {n}{a}" for n, a in nt.clauses
+                                            if n != "num_threads")
+    shadow = ir.Decl(ir.Var(names.TAPE, TAPE_REF, 0),
+                     ir.Raw("{0}.record({1})", TAPE_REF, (rec, k), assigns=True))
+    out = decls + [ir.Decl(rec, ir.Raw("torchclad::IterRecords({0})", RECORDS, (total,)))]
+    out.append(_rebuild(nt.levels, [shadow] + body, pragma))
+    out.append(ir.ExprStmt(ir.Raw("{0}.save({1})", VOID, (rec, TAPE), assigns=True)))
+    return [ir.Block(tuple(out), outer.loc)]
+
+
+# ---------------------------------------------------------------------- reverse
+def _outer_defs(asm, p: tuple) -> dict:
+    """Integer and pointer locals declared once, outside the nest at p, never reassigned."""
+    f = asm.rv.facts
+    out = {}
+    for path, _, d in f.decls:
+        t = d.var.type
+        if path[:len(p)] == p or d.init is None or (t.real and not t.is_pointer) or t.dims:
+            continue
+        key = ("var", d.var.uid)
+        if f.assigned.get(key) or key in f.address_taken:
+            continue
+        out[d.var.uid] = d.init
+    return out
+
+
+def _primal_of(asm) -> dict:
+    rv = asm.rv
+    by_uid = {p.uid: p.name for p in rv.fn.params}
+    by_uid.update({d.var.uid: d.var.name for _, _, d in rv.facts.decls})
+    return {a: by_uid[u] for u, a in rv.adj_names.items() if u in by_uid}
+
+
+
+
+def _levels(nt: Nest) -> list:
+    out = []
+    for _, _, c in nt.levels:
+        if c.up:
+            out.append(parallel.Level(c.var, c.lo, ir.Binary("-", c.hi, ir.Const("1", ir.INT),
+                                                             ir.INT), c.step))
+        else:
+            out.append(parallel.Level(c.var, c.hi, c.lo, c.step))
+    return out
+
+
+def reverse(asm, nt: Nest) -> list:
+    mode, saved = nt.mode, list(nt.saved)
+    loop, path, _ = nt.levels[-1]
+    outer = nt.levels[0][0]
+    body = list(asm.rev_block(loop.body, path + (1,)))
+    slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
+    trips, decls = _trip_decls(asm, nt.levels) if mode != "none" or len(nt.levels) > 1 \
+        else ([], [])
+    if mode == "slots":
+        body = slot_mod.from_slots(asm, body, number(nt, nt.levels, trips), slots, saved)
+    total = None
+    if trips:
+        total = trips[0] if len(trips) == 1 else asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
+        if len(trips) > 1:
+            decls.append(ir.Decl(total, _product(trips)))
+    rec = None
+    if mode == "slots":
+        sizes = [slot_mod.scaled(total, slot_mod.width(d)) for d in saved]
+        decls += [ir.VectorDecl(v, n) for v, n in zip(slots, sizes)]
+        decls += [ir.TapeArray(v, n, True) for v, n in reversed(list(zip(slots, sizes)))]
+    elif mode == "records":
+        rec = asm.names.fresh(names.SAVED_PREFIX, RECORDS)
+        decls.append(ir.Decl(rec, ir.Raw("torchclad::IterRecords::load({0})", RECORDS, (TAPE,),
+                                         assigns=True)))
+    plan, width, refusal = _plan(asm, nt, body)
+    if rec is not None:
+        shadow = ir.Decl(ir.Var(names.TAPE, TAPE_REF, 0),
+                         ir.Raw("{0}.replay({1})", TAPE_REF,
+                                (rec, number(nt, nt.levels, trips)), assigns=True))
+        body = [shadow] + body
+    if plan is None:
+        asm.note(nt.loc, f"'#pragma {outer.pragma}': the reverse loop runs serially: "
+                         f"{refusal}")
+        nest_loop = _rebuild(nt.levels, body, "")
+    elif plan.partials:
+        return [ir.Block(tuple(decls + _chunked(asm, nt, width, trips, total, body, plan)),
+                         outer.loc)]
+    else:
+        nest_loop = _rebuild(nt.levels, body, _pragma(nt, width, plan))
+    return [ir.Block(tuple(decls + [nest_loop]), outer.loc)] if decls else [nest_loop]
+
+
+def _plan(asm, nt: Nest, body) -> tuple:
+    """(Plan, how many outer loops of the nest run in parallel, refusal) -- the widest."""
+    levels = _levels(nt)
+    defs = _outer_defs(asm, nt.levels[0][1])
+    primal_of = _primal_of(asm)
+    refusal = ""
+    for width in range(len(levels), 0, -1):
+        iters = {key(lv.var) for lv in levels[:width]}
+        plan = parallel.analyse(body, levels, iters, defs, primal_of)
+        clash = next((g for g in asm.overlaps if len(g & set(plan.private)) > 1), None) \
+            if isinstance(plan, parallel.Plan) else None
+        if clash is not None:
+            a, b = sorted(clash & set(plan.private))[:2]
+            return None, 0, (f"a call passes '{a}' and '{b}' pointers into one array, so "
+                             "two iterations' adjoints may share memory")
+        if isinstance(plan, parallel.Plan):
+            if nt.kind == "simd" and (plan.partials or plan.guard is not None):
+                return None, 0, "an 'omp simd' reverse loop needs every adjoint private " \
+                                "to an iteration"
+            return plan, width, ""
+        refusal = refusal or plan.reason
+    return None, 0, refusal
+
+
+def _pragma(nt: Nest, width: int, plan) -> str:
+    words = "omp " + ("simd" if nt.kind == "simd" else
+                      "parallel for simd" if nt.kind == "parallel for simd" else "parallel for")
+    if width > 1:
+        words += f" collapse({width})"
+    words += nt.carried()
+    conds = [c for c in (nt.user_if(), _spell(plan.guard)) if c]
+    if conds:
+        words += f" if({' && '.join(conds)})"
+    return words
+
+
+def _spell(e) -> str:
+    from ..emit.cpp import spell
+    return spell(e) if e is not None else ""
+
+
+def _chunked(asm, nt: Nest, width: int, trips: list, total, body: list, plan) -> list:
+    """The reverse nest as a fixed number of chunks of consecutive iterations of its outer
+    `width` loops, each adding into partial sums of its own (see the module docstring)."""
+    L = ir.LONG
+    par, ser = nt.levels[:width], nt.levels[width:]
+    out = []
+    if not trips:
+        trips, decls = _trip_decls(asm, nt.levels)
+        out += decls
+    n_par = trips[0] if width == 1 else asm.names.fresh(names.SAVED_PREFIX, L)
+    if width > 1:
+        out.append(ir.Decl(n_par, _product(trips[:width])))
+    g = None
+    if plan.guard is not None:
+        g = asm.names.fresh(names.SAVED_PREFIX, ir.BOOL)
+        out.append(ir.Decl(g, plan.guard))
+    extents = []
+    for pt in plan.partials:
+        if pt.extent is not None:
+            e = asm.names.fresh(names.SAVED_PREFIX, L)
+            out.append(ir.Decl(e, pt.extent))
+            extents.append(e)
+        else:
+            extents.append(None)
+    size = None
+    for e in extents:
+        e = e if e is not None else ir.Const("1", L)
+        size = e if size is None else ir.Binary("+", size, e, L)
+    K = asm.names.fresh(names.SAVED_PREFIX, L)
+    chunks = ir.Call("torchclad::par_chunks", (n_par, size), L)
+    out.append(ir.Decl(K, chunks if g is None else ir.Cond(g, chunks, ir.Const("1", L), L)))
+    # one chunk (assumptions that fail, or partial sums too large to copy): the iterations
+    # add into the adjoints themselves, in order
+    g = asm.names.fresh(names.SAVED_PREFIX, ir.BOOL)
+    out.append(ir.Decl(g, ir.Binary(">", K, ir.Const("1", L), ir.BOOL)))
+    c = asm.names.fresh(names.SAVED_PREFIX, L)
+    decls, head, tail, after = _partial_sums(asm, plan.partials, extents, K, g, c)
+    out += decls
+    k = asm.names.fresh(names.SAVED_PREFIX, L)
+    begin = lambda x: ir.Call("torchclad::par_begin", (x, n_par, K), L)
+    derived = []
+    for j, (_, _, cl) in enumerate(par):
+        kj = k
+        below = trips[j + 1:width]
+        if below:
+            kj = ir.Binary("/", kj, _product(below), L)
+        if j > 0:
+            kj = ir.Binary("%", kj, trips[j], L)
+        derived.append(ir.Decl(cl.var, cl.value(kj)))
+    inner = _rebuild(ser, body, "") if ser else None
+    iter_body = derived + ([inner] if inner is not None else body)
+    k_loop = ir.Loop((ir.Decl(k, begin(c)),),
+                     ir.Binary("<", k, begin(ir.Binary("+", c, ir.Const("1", L), L)), ir.BOOL),
+                     (ir.Assign("+=", k, ir.Const("1", ir.INT)),), ir.Block(tuple(iter_body)))
+    conds = [c for c in (nt.user_if(), _spell(g)) if c]
+    pragma = "omp parallel for" + nt.carried() + f" if({' && '.join(conds)})"
+    c_loop = ir.Loop((ir.Decl(c, ir.Const("0", L)),), ir.Binary("<", c, K, ir.BOOL),
+                     (ir.Assign("+=", c, ir.Const("1", ir.INT)),),
+                     ir.Block(tuple(head + [k_loop] + tail)), nt.loc, pragma)
+    return out + [c_loop] + after
+
+
+def _partial_sums(asm, partials, extents, K, g, c) -> tuple:
+    """For each partial: (declarations before the chunk loop, the chunk's own copy at its
+    start, what the chunk stores at its end, the combination after the loop)."""
+    L = ir.LONG
+    out, head, tail, after = [], [], [], []
+    for pt, e in zip(partials, extents):
+        elem = ir.Type(pt.type.base, 0, False, (), True)
+        store = asm.names.fresh(names.SAVED_PREFIX, ir.Type(elem.base, vector=True))
+        target = ir.Var(pt.name, pt.type, 0)
+        if e is None:                       # a scalar adjoint: one partial per chunk
+            out.append(ir.VectorDecl(store, K))
+            head.append(ir.Decl(target, ir.Cast(ir.Const("0", ir.INT), elem, "fn")))
+            tail.append(ir.Assign("=", ir.Index(store, c, elem), target))
+            j = asm.names.fresh(names.SAVED_PREFIX, L)
+            after.append(ir.Loop((ir.Decl(j, ir.Const("0", L)),), ir.Binary("<", j, K, ir.BOOL),
+                                 (ir.Assign("+=", j, ir.Const("1", ir.INT)),),
+                                 ir.Block((ir.Assign("+=", target, ir.Index(store, j, elem)),))))
+            continue
+        alias = asm.names.fresh(names.SAVED_PREFIX, pt.type)
+        out.append(ir.Decl(alias, target))
+        n = ir.Binary("*", K, e, L)
+        out.append(ir.VectorDecl(store, ir.Cond(g, n, ir.Const("0", L), L)))
+        mine = ir.Binary("+", ir.Raw("{0}.data()", pt.type, (store,)),
+                         ir.Binary("*", c, e, L), pt.type)
+        head.append(ir.Decl(target, ir.Cond(g, mine, alias, pt.type)))
+        comb = ir.ExprStmt(ir.Call("torchclad::par_combine",
+                                   (alias, ir.Raw("{0}.data()", pt.type, (store,)), K, e),
+                                   VOID))
+        after.append(ir.If(g, ir.Block((comb,))))
+    return out, head, tail, after
