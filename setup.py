@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pybind11.setup_helpers import Pybind11Extension
 from pybind11.setup_helpers import build_ext as _pybind11_build_ext
-from setuptools import setup
+from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
 GENERATED = ROOT / "torchclad" / "_generated"
@@ -46,9 +46,11 @@ def _tree_package():
     import torchclad.toolchain.aot as aot
     import torchclad.toolchain.compiler as compiler
     import torchclad.toolchain.isa as isa
+    import torchclad.toolchain.probe as probe
     import torchclad.builtin.registry as registry
 
-    return types.SimpleNamespace(engine=engine, aot=aot, compiler=compiler, isa=isa, registry=registry)
+    return types.SimpleNamespace(engine=engine, aot=aot, compiler=compiler, isa=isa, probe=probe,
+                                 registry=registry)
 
 
 def _isa_module():
@@ -60,8 +62,34 @@ def _isa_module():
     return mod
 
 
+def _configure_dispatch(ext) -> None:
+    """torchclad._C_dispatch (csrc/dispatch/kernel_call.cpp): the C++ eager path of user-kernel
+    ops, built against torch's own headers and libraries (like a torch C++ extension)."""
+    import sysconfig
+
+    import torch
+    from torch.utils import cpp_extension
+
+    ext.include_dirs = [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+    ext.library_dirs = list(cpp_extension.library_paths())
+    ext.runtime_library_dirs = list(cpp_extension.library_paths())
+    ext.libraries = ["c10", "torch", "torch_cpu", "torch_python"]
+    ext.extra_compile_args = [
+        "-std=c++20", "-O2", "-fvisibility=hidden", "-fno-wrapv",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        "-DTORCH_EXTENSION_NAME=_C_dispatch", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+
+
 class build_ext(_pybind11_build_ext):
-    """Generate the derivative sources, then compile them (serially) into torchclad._C."""
+    """Generate the derivative sources, then compile them into torchclad._C (and its
+    CPU-specific variants) and torchclad._C_dispatch -- the extensions in parallel, one thread
+    each ($TORCHCLAD_BUILD_JOBS caps the count; 1 builds them one after another)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            jobs = os.environ.get("TORCHCLAD_BUILD_JOBS", "").strip()
+            self.parallel = int(jobs) if jobs else max(1, len(self.extensions or ()))
 
     def run(self):
         inplace = self.inplace or getattr(self, "editable_mode", False)
@@ -78,8 +106,13 @@ class build_ext(_pybind11_build_ext):
         print(f"torchclad: generating derivatives of {len(tc.registry.KERNELS)} kernel(s) "
               f"into {GENERATED.relative_to(ROOT)}/", flush=True)
         cxx = tc.compiler.compiler()
-        variants = [v for v in (e.torchclad_isa for e in self.extensions) if v != "default"]
-        dropped = [v for v in variants if not tc.isa.supported(cxx, v)]
+        # what the compiler can do (probed in parallel), recorded for the JIT of user kernels
+        caps = tc.probe.probe(cxx, tc.compiler.compiler_version(cxx))
+        GENERATED.mkdir(parents=True, exist_ok=True)
+        tc.probe.record(GENERATED / tc.probe.RECORD_FILE, caps)
+        variants = [v for v in (e.torchclad_isa for e in self.extensions)
+                    if v not in ("default", "dispatch")]
+        dropped = [v for v in variants if v not in caps.variants]
         for v in dropped:
             print(f"torchclad build: the compiler does not take the {v} flags "
                   f"({' '.join(tc.isa.VARIANTS[v])}); not building torchclad._C_{v}", flush=True)
@@ -95,13 +128,13 @@ class build_ext(_pybind11_build_ext):
             variants=variants,
         )
         # vector libm (glibc libmvec) for the kernels, when the C library has it (isa.py)
-        vecmath = tc.isa.vecmath_functions(cxx)
+        vecmath = list(caps.vecmath)
         header = GENERATED / "torchclad_vecmath.h"
         text = tc.isa.vecmath_header(vecmath)
         if not header.is_file() or header.read_text() != text:
             header.write_text(text)
         vec_cflags = [*tc.isa.VECMATH_CFLAGS, "-include", str(header)] if vecmath else []
-        if tc.isa.accepted(cxx, tc.isa.KERNEL_CFLAGS):
+        if caps.alias_checks:
             vec_cflags += list(tc.isa.KERNEL_CFLAGS)
         vec_libs = list(tc.isa.VECMATH_LIBS) if vecmath else []
         print(f"torchclad build: vector math (libmvec) for {', '.join(vecmath) or 'nothing'}; "
@@ -111,6 +144,9 @@ class build_ext(_pybind11_build_ext):
                 for name in sorted({n for s in tc.registry.KERNELS for n in s.libraries})]
         for ext in self.extensions:
             isa = ext.torchclad_isa
+            if isa == "dispatch":
+                _configure_dispatch(ext)
+                continue
             srcs = out.sources if isa == "default" else out.variant_sources[isa]
             ext.sources = [os.path.relpath(p, ROOT) for p in srcs]
             ext.include_dirs = [str(RUNTIME), *ext.include_dirs]
@@ -146,6 +182,10 @@ if HAVE_ENGINE:
         )
         _ext.torchclad_isa = _isa
         ext_modules.append(_ext)
+    _ext = Extension("torchclad._C_dispatch", sources=["csrc/dispatch/kernel_call.cpp"],
+                     language="c++")
+    _ext.torchclad_isa = "dispatch"
+    ext_modules.append(_ext)
 else:
     print("torchclad build: WARNING: torchclad/engine/__init__.py is missing (engine not in this "
           "tree); building without torchclad._C", file=sys.stderr)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .cache import BuildPlan, CacheDirError, LockTimeout, cache_dir, default_cache_dir, load, plan
+from .cache import BuildPlan, load, plan
+from .store import CacheDirError, LockTimeout, cache_dir, default_cache_dir
 from .compiler import BuildError, include_dirs, runtime_include_dir
 from .glue import GlueError, TranslationUnit, make_tu
 

@@ -34,7 +34,10 @@ reads and writes many arrays (primal inputs, their adjoints, weights, outputs): 
 reverse loop has more pairs than that (0.33 ms scalar, 0.09 ms vectorised at B4,T64,C768).
 The limit is raised.
 
-The JIT path (``torchclad.function`` / ``gradient``) is unchanged: plain ``compiler.CXXFLAGS``.
+User kernels (``torchclad.function`` / ``gradient``, :mod:`torchclad.toolchain.jit`) get the same:
+one build for the variant :func:`select` picks on the running CPU (the cache key names it), the
+vector math declarations and the alias-check limit, when the compiler offers them
+(:mod:`torchclad.toolchain.probe`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = ["VARIANTS", "requested_variants", "supported", "accepted", "vecmath_functions",
+           "vecmath_available", "VECMATH_PAIRS", "vecmath_prelude",
            "vecmath_header", "VECMATH_CFLAGS", "VECMATH_LIBS", "KERNEL_CFLAGS", "module_names",
            "select"]
 
@@ -62,8 +66,9 @@ _RANK = {"default": 0, "avx2": 1, "avx512": 2}
 VECMATH_CFLAGS: tuple[str, ...] = ("-fno-math-errno",)
 KERNEL_CFLAGS: tuple[str, ...] = ("--param=vect-max-version-for-alias-checks=100",)
 VECMATH_LIBS: tuple[str, ...] = ("mvec",)
-# libm functions the kernels call, with their C names (float, double)
-_VECMATH = (("exp", "expf"), ("log", "logf"), ("tanh", "tanhf"), ("erf", "erff"))
+# libm functions the kernels call, with their C names (double, float)
+VECMATH_PAIRS = (("exp", "expf"), ("log", "logf"), ("tanh", "tanhf"), ("erf", "erff"))
+_VECMATH = VECMATH_PAIRS
 
 
 def _x86_64() -> bool:
@@ -132,18 +137,19 @@ def _probe_source(fn: str) -> str:
     )
 
 
+def vecmath_available(cxx: Sequence[str], fn: str) -> bool:
+    """Whether the libmvec version of libm function ``fn`` links with this compiler + C library
+    (never without libmvec: musl, macOS, non-x86)."""
+    # the SSE variant is what the baseline build calls; the ISA variants add AVX2 / AVX-512
+    return _x86_64() and _links(cxx, _probe_source(fn), VECMATH_CFLAGS, VECMATH_LIBS)
+
+
 def vecmath_functions(cxx: Sequence[str]) -> list[str]:
     """The libm functions whose libmvec versions this compiler + C library can link (empty when
     there is no libmvec, e.g. musl, macOS, non-x86)."""
     if not _x86_64():
         return []
-    found = []
-    for dbl, flt in _VECMATH:
-        for fn in (flt, dbl):
-            # the SSE variant is what the baseline build calls; the ISA variants add AVX2 / AVX-512
-            if _links(cxx, _probe_source(fn), VECMATH_CFLAGS, VECMATH_LIBS):
-                found.append(fn)
-    return found
+    return [fn for dbl, flt in _VECMATH for fn in (flt, dbl) if vecmath_available(cxx, fn)]
 
 
 def vecmath_header(functions: Sequence[str]) -> str:
@@ -158,6 +164,18 @@ def vecmath_header(functions: Sequence[str]) -> str:
         'extern "C" {\n'
         f"{_decl(functions)}\n"
         "}\n"
+    )
+
+
+def vecmath_prelude(functions: Sequence[str]) -> str:
+    """The same declarations as the first lines of a user kernel's translation unit
+    (:mod:`torchclad.toolchain.jit`); empty without libmvec."""
+    if not functions:
+        return ""
+    return (
+        "// SIMD declarations of libm functions with libmvec versions (torchclad.toolchain.isa)\n"
+        "#define TORCHCLAD_VECMATH_SIMD __attribute__((__simd__(\"notinbranch\")))\n"
+        f'extern "C" {{\n{_decl(functions)}\n}}\n'
     )
 
 

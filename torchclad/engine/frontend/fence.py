@@ -73,7 +73,33 @@ def check(fn_cursor, filename: str) -> None:
                 raise DiffError(loc_of(c, filename),
                                 f"call to member function '{ref.spelling}' is not supported "
                                 "(no classes or virtual calls in differentiated code)")
+        if c.kind in (K.PARM_DECL, K.VAR_DECL):
+            _check_class_type(c, filename)
         if c.kind == K.PARM_DECL and c.type.kind in (ci.TypeKind.LVALUEREFERENCE,
                                                      ci.TypeKind.RVALUEREFERENCE):
             raise DiffError(loc_of(c, filename),
                             f"reference parameter '{c.spelling}' is not supported; pass a pointer")
+
+
+def _check_class_type(decl, filename: str) -> None:
+    """A parameter or local of class type (std::vector, std::array, a struct): refused with what
+    to write instead (the lowering would otherwise meet its operator[] as a method call)."""
+    t = decl.type
+    while t.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE,
+                     ci.TypeKind.POINTER):
+        t = t.get_pointee()
+    if t.get_canonical().kind != ci.TypeKind.RECORD or "lambda" in t.spelling:
+        return  # (a lambda gets its own message)
+    spelled = t.spelling.replace("const ", "")
+    what = "parameter" if decl.kind == K.PARM_DECL else "local"
+    if "vector<" in spelled or "array<" in spelled:
+        fix = ("pass arrays as pointers (const double* x) with their length as an int "
+               "parameter" if decl.kind == K.PARM_DECL else
+               "use a fixed-size local array (double t[16]) or a scratch array the caller "
+               "passes in")
+        raise DiffError(loc_of(decl, filename),
+                        f"{what} '{decl.spelling}' is a {spelled}: std containers are not "
+                        f"supported in differentiated code; {fix}")
+    raise DiffError(loc_of(decl, filename),
+                    f"{what} '{decl.spelling}' has class type {spelled}: classes and structs "
+                    "are not supported in differentiated code; pass arrays and scalars")
