@@ -75,7 +75,7 @@ def _configure_dispatch(ext) -> None:
     ext.runtime_library_dirs = list(cpp_extension.library_paths())
     ext.libraries = ["c10", "torch", "torch_cpu", "torch_python"]
     ext.extra_compile_args = [
-        "-std=c++20", "-O2", "-fvisibility=hidden", "-fno-wrapv",
+        "-std=c++20", "-O2", "-g0", "-fvisibility=hidden", "-fno-wrapv",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
         "-DTORCH_EXTENSION_NAME=_C_dispatch", "-DTORCH_API_INCLUDE_EXTENSION_H"]
 

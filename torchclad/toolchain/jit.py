@@ -89,12 +89,18 @@ class Built:
 
 @functools.lru_cache(maxsize=None)
 def _tree_digest() -> str:
-    """What generates and compiles the code: the engine, the toolchain, the runtime headers."""
+    """What generates and compiles the code: the engine, the toolchain, the runtime headers,
+    each file by path, size and modification time (as Python's bytecode cache tells sources
+    apart; reading them all would cost a cache hit several ms)."""
     paths = [*sorted((_PKG / "engine").rglob("*.py")), *sorted((_PKG / "toolchain").glob("*.py"))]
     rt = compiler.runtime_include_dir()
     if rt is not None:
         paths += sorted(p for p in rt.rglob("*") if p.is_file())
-    return store.digest((str(p.name), p.read_text(errors="replace")) for p in paths)
+    items = []
+    for p in paths:
+        st = p.stat()
+        items.append((str(p), f"{st.st_size}:{st.st_mtime_ns}"))
+    return store.digest(items)
 
 
 def _variant() -> str:
@@ -105,14 +111,14 @@ def _variant() -> str:
 
 def key_of(recipe: Recipe, cxx: Sequence[str] | None = None) -> str:
     """The cache key of ``recipe`` (nothing is run: see the module docstring)."""
-    from .cache import versions
+    from torchclad import __version__
 
     cxx = list(cxx) if cxx is not None else compiler.compiler()
     return store.digest((
         ("format", _FORMAT), ("source", recipe.source), ("name", recipe.name),
         ("filename", recipe.filename), ("debug", str(bool(recipe.debug))),
         ("cflags", "\0".join(recipe.extra_cflags)), ("compiler", compiler.identity(cxx)),
-        ("isa", _variant()), ("tree", _tree_digest()), ("torchclad", versions()[2])))
+        ("isa", _variant()), ("tree", _tree_digest()), ("torchclad", __version__)))
 
 
 _built: dict[str, Built] = {}
