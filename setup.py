@@ -128,7 +128,8 @@ class build_ext(_pybind11_build_ext):
             variants=variants,
         )
         # vector libm (glibc libmvec) for the kernels, when the C library has it (isa.py)
-        vecmath = list(caps.vecmath)
+        builtin_math = {f for pair in tc.isa.VECMATH_PAIRS for f in pair}
+        vecmath = [f for f in caps.vecmath if f in builtin_math]
         header = GENERATED / "torchclad_vecmath.h"
         text = tc.isa.vecmath_header(vecmath)
         if not header.is_file() or header.read_text() != text:

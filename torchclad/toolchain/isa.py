@@ -36,8 +36,9 @@ The limit is raised.
 
 User kernels (``torchclad.function`` / ``gradient``, :mod:`torchclad.toolchain.jit`) get the same:
 one build for the variant :func:`select` picks on the running CPU (the cache key names it), the
-vector math declarations and the alias-check limit, when the compiler offers them
-(:mod:`torchclad.toolchain.probe`).
+vector math declarations -- of every one-result function libmvec has (:data:`VECMATH_USER`:
+``erfc``, ``pow``, ``sin``, ``log1p``, ...), not only the built-ins' four -- and the alias-check
+limit, when the compiler offers them (:mod:`torchclad.toolchain.probe`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = ["VARIANTS", "requested_variants", "supported", "accepted", "vecmath_functions",
-           "vecmath_available", "VECMATH_PAIRS", "vecmath_prelude",
+           "vecmath_available", "vecmath_all_available", "VECMATH_PAIRS", "VECMATH_USER",
+           "vecmath_prelude",
            "vecmath_header", "VECMATH_CFLAGS", "VECMATH_LIBS", "KERNEL_CFLAGS", "module_names",
            "select"]
 
@@ -66,9 +68,22 @@ _RANK = {"default": 0, "avx2": 1, "avx512": 2}
 VECMATH_CFLAGS: tuple[str, ...] = ("-fno-math-errno",)
 KERNEL_CFLAGS: tuple[str, ...] = ("--param=vect-max-version-for-alias-checks=100",)
 VECMATH_LIBS: tuple[str, ...] = ("mvec",)
-# libm functions the kernels call, with their C names (double, float)
+# libm functions the built-in kernels call, with their C names (double, float)
 VECMATH_PAIRS = (("exp", "expf"), ("log", "logf"), ("tanh", "tanhf"), ("erf", "erff"))
 _VECMATH = VECMATH_PAIRS
+# what user kernels may call: every one-result function of glibc's libmvec (2.35+; older
+# glibcs have fewer, and the probe keeps those that link)
+VECMATH_USER = VECMATH_PAIRS + tuple((f, f + "f") for f in (
+    "erfc", "expm1", "exp2", "exp10", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh",
+    "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2", "hypot"))
+_BINARY = frozenset(("pow", "atan2", "hypot"))
+_DOUBLES = frozenset(d for d, _ in VECMATH_USER)
+
+
+def _signature(fn: str) -> tuple[str, int]:
+    """(C type, number of arguments) of libm function ``fn`` (``expf``: float, 1)."""
+    base = fn[:-1] if fn.endswith("f") and fn[:-1] in _DOUBLES else fn
+    return ("float" if base != fn else "double"), (2 if base in _BINARY else 1)
 
 
 def _x86_64() -> bool:
@@ -120,20 +135,26 @@ def supported(cxx: Sequence[str], variant: str) -> bool:
 def _decl(fns: Sequence[str]) -> str:
     lines = []
     for f in fns:
-        t = "float" if f.endswith("f") and f[:-1] in {d for d, _ in _VECMATH} else "double"
-        lines.append(f"TORCHCLAD_VECMATH_SIMD {t} {f}({t}) noexcept;")
+        t, n = _signature(f)
+        lines.append(f"TORCHCLAD_VECMATH_SIMD {t} {f}({', '.join([t] * n)}) noexcept;")
     return "\n".join(lines)
 
 
-def _probe_source(fn: str) -> str:
-    t = "float" if fn.endswith("f") and fn[:-1] in {d for d, _ in _VECMATH} else "double"
+def _probe_source(fns: Sequence[str]) -> str:
+    """A program whose loops call the vector version of each function of ``fns``."""
+    loops = []
+    for k, fn in enumerate(fns):
+        t, n = _signature(fn)
+        args = ", ".join(["a[i]"] * n)
+        loops.append(f"{t} a{k}[1024], b{k}[1024];\n"
+                     f"__attribute__((noinline)) void run{k}() {{ {t}* a = a{k}; "
+                     f"for (int i = 0; i < 1024; i++) b{k}[i] = {fn}({args}); }}\n")
+    calls = " ".join(f"run{k}();" for k in range(len(fns)))
     return (
         "#define TORCHCLAD_VECMATH_SIMD __attribute__((__simd__(\"notinbranch\")))\n"
-        f'extern "C" {{\n{_decl([fn])}\n}}\n'
-        "#include <cmath>\n"
-        f"{t} a[1024], b[1024];\n"
-        f"__attribute__((noinline)) void run() {{ for (int i = 0; i < 1024; i++) b[i] = {fn}(a[i]); }}\n"
-        "int main() { run(); return b[0] != b[0]; }\n"
+        f'extern "C" {{\n{_decl(fns)}\n}}\n'
+        "#include <cmath>\n" + "".join(loops)
+        + f"int main() {{ {calls} return b0[0] != b0[0]; }}\n"
     )
 
 
@@ -141,7 +162,12 @@ def vecmath_available(cxx: Sequence[str], fn: str) -> bool:
     """Whether the libmvec version of libm function ``fn`` links with this compiler + C library
     (never without libmvec: musl, macOS, non-x86)."""
     # the SSE variant is what the baseline build calls; the ISA variants add AVX2 / AVX-512
-    return _x86_64() and _links(cxx, _probe_source(fn), VECMATH_CFLAGS, VECMATH_LIBS)
+    return _x86_64() and _links(cxx, _probe_source([fn]), VECMATH_CFLAGS, VECMATH_LIBS)
+
+
+def vecmath_all_available(cxx: Sequence[str], fns: Sequence[str]) -> bool:
+    """Whether the libmvec versions of all of ``fns`` link (one probe program)."""
+    return _x86_64() and _links(cxx, _probe_source(fns), VECMATH_CFLAGS, VECMATH_LIBS)
 
 
 def vecmath_functions(cxx: Sequence[str]) -> list[str]:

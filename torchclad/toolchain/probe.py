@@ -32,7 +32,7 @@ __all__ = ["Capabilities", "probe", "capabilities", "record", "RECORD_FILE"]
 
 #: the install-time record, in torchclad/_generated/
 RECORD_FILE = "toolchain.json"
-_FORMAT = "torchclad-toolchain-v1"
+_FORMAT = "torchclad-toolchain-v2"
 
 
 @dataclass(frozen=True)
@@ -64,16 +64,21 @@ class Capabilities:
 
 
 def probe(cxx: Sequence[str], version: str) -> Capabilities:
-    """Run the probe programs (in parallel: each is a compiler process)."""
+    """Run the probe programs (in parallel: each is a compiler process). Vector math: one
+    program for every function of ``isa.VECMATH_USER``; if it does not link, one per function."""
     cxx = list(cxx)
-    fns = [f for dbl, flt in isa.VECMATH_PAIRS for f in (flt, dbl)]
+    fns = [f for dbl, flt in isa.VECMATH_USER for f in (flt, dbl)]
     with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
-        vec = {f: pool.submit(isa.vecmath_available, cxx, f) for f in fns}
+        every = pool.submit(isa.vecmath_all_available, cxx, fns)
         var = {v: pool.submit(isa.supported, cxx, v) for v in isa.VARIANTS}
         alias = pool.submit(isa.accepted, cxx, isa.KERNEL_CFLAGS)
+        if every.result():
+            vecmath = tuple(fns)
+        else:
+            vec = {f: pool.submit(isa.vecmath_available, cxx, f) for f in fns}
+            vecmath = tuple(f for f in fns if vec[f].result())
         return Capabilities(
-            cxx=tuple(cxx), version=version,
-            vecmath=tuple(f for f in fns if vec[f].result()),
+            cxx=tuple(cxx), version=version, vecmath=vecmath,
             variants=tuple(v for v in isa.VARIANTS if var[v].result()),
             alias_checks=bool(alias.result()))
 
