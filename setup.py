@@ -3,11 +3,12 @@
 At install time the engine (``torchclad.engine``, imported from this source tree) generates the
 derivative code of every kernel registered in ``torchclad/builtin/registry.py`` (sources in
 ``csrc/kernels/``) into ``torchclad/_generated/`` (kept for reading, not committed), and
-pybind11 compiles kernels, generated pullbacks and glue into one extension, ``torchclad._C``,
-and the same sources again into CPU-specific ones, ``torchclad._C_avx2`` / ``_C_avx512``
-(``torchclad/toolchain/isa.py``: runtime dispatch instead of ``-march=native``; set
-``TORCHCLAD_ISA_VARIANTS=`` for a quicker baseline-only build). Importing an installed
-torchclad compiles nothing.
+pybind11 compiles kernels, generated pullbacks and glue into one extension, ``torchclad._C``;
+the same kernels are compiled again, with C entry points instead of pybind11 glue, into
+CPU-specific libraries ``torchclad._C_avx2`` / ``_C_avx512`` (``torchclad/toolchain/isa.py``:
+runtime dispatch instead of ``-march=native``; set ``TORCHCLAD_ISA_VARIANTS=`` for a quicker
+baseline-only build); ``torchclad._C_dispatch`` is the C++ eager path of those ops and of user
+kernels. The extensions compile in parallel. Importing an installed torchclad compiles nothing.
 
     pip install --no-build-isolation -e .      # what `make install` runs
 """
@@ -152,7 +153,9 @@ class build_ext(_pybind11_build_ext):
             ext.sources = [os.path.relpath(p, ROOT) for p in srcs]
             ext.include_dirs = [str(RUNTIME), *ext.include_dirs]
             ext.depends = [os.path.relpath(p, ROOT)
-                           for p in (*out.units, *out.sources, header, *RUNTIME.rglob("*.h"))]
+                           for p in (*out.units, *srcs, header, *RUNTIME.rglob("*.h"))]
+            if isa != "default":  # a plain library (C entry points): what pybind11 would set
+                ext.extra_compile_args += ["-std=c++17", "-fvisibility=hidden", "-g0"]
             # pybind11 already set -std=c++17 -fvisibility=hidden -g0; add ours (same as the JIT)
             ext.extra_compile_args += [f for f in tc.compiler.CXXFLAGS if f not in ext.extra_compile_args]
             ext.extra_compile_args += vec_cflags
@@ -176,11 +179,12 @@ ext_modules = []
 if HAVE_ENGINE:
     for _isa in ["default", *_isa_module().requested_variants()]:
         _name = "_C" if _isa == "default" else f"_C_{_isa}"
-        _ext = Pybind11Extension(
-            f"torchclad.{_name}",
-            sources=[os.path.join("torchclad", "_generated", f"{_name}_module.cpp")],  # set by build_ext
-            cxx_std=17,
-        )
+        _src = [os.path.join("torchclad", "_generated", f"{_name}_module.cpp")]  # set by build_ext
+        # _C is the pybind11 module; the CPU-specific builds are plain libraries with C entry
+        # points (torchclad/toolchain/aot.py), loaded by torchclad/builtin/loader.py
+        _ext = (Pybind11Extension(f"torchclad.{_name}", sources=_src, cxx_std=17)
+                if _isa == "default" else Extension(f"torchclad.{_name}", sources=_src,
+                                                    language="c++"))
         _ext.torchclad_isa = _isa
         ext_modules.append(_ext)
     _ext = Extension("torchclad._C_dispatch", sources=["csrc/dispatch/kernel_call.cpp"],

@@ -10,6 +10,7 @@ Timings are printed, never asserted (benchmarks/bench_user_kernels.py measures t
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -195,6 +196,43 @@ def test_tampered_library_is_rebuilt(tmp_path, monkeypatch, capfd):
     assert store.read_manifest(entry, entry.name) is not None
 
 
+def _build_in_child(src, cache, q):
+    import contextlib
+    import io
+
+    os.environ["TORCHCLAD_CACHE_DIR"] = cache
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            g = torchclad.gradient(src, "swiglu", "a")
+            (da,) = g(torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64),
+                      torch.ones(2, dtype=torch.float64), 2,
+                      grad_outputs={"out": torch.ones(2, dtype=torch.float64)})
+        q.put(("compiling" in err.getvalue(), float(da[0]), None))
+    except BaseException as e:  # report, do not hang the parent
+        q.put((False, None, f"{type(e).__name__}: {e}"))
+
+
+def test_processes_building_one_kernel_at_once_compile_it_once(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    src = SWIGLU + f"// {uuid.uuid4().hex}\n"
+    procs = [ctx.Process(target=_build_in_child, args=(src, str(tmp_path / "cache"), q))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert all(err is None for _, _, err in results), results
+    assert sum(compiled for compiled, _, _ in results) == 1  # the others waited on the lock
+    s = 1 / (1 + math.exp(-1.0))
+    assert all(da == pytest.approx(s + s * (1 - s)) for _, da, _ in results)
+    assert len(_entries(tmp_path / "cache")) == 1
+
+
 # ---- the shape contract
 
 
@@ -289,6 +327,21 @@ void shift(double* out, const double* x, int n) {
     with pytest.raises(MemoryFault, match="past the end of 'out'"):
         g(torch.zeros(7, dtype=torch.float64), torch.randn(7, dtype=torch.float64), 7)
     assert torch.equal(f(torch.zeros(0, dtype=torch.float64)), torch.zeros(0, dtype=torch.float64))
+
+
+def test_debug_build_traps_an_out_of_bounds_local_array():
+    src = textwrap.dedent("""\
+        void local_oob(double* out, const double* x, int n, int k) {
+          double buf[4];
+          for (int i = 0; i < 4; i++) buf[i] = x[i];
+          for (int i = 0; i < n; i++) out[i] = buf[k] * x[i];
+        }
+        """)
+    f = torchclad.function(src, "local_oob", inputs=["x"], outputs={"out": lambda x: x.shape},
+                           sizes={"n": lambda x: x.numel(), "k": lambda x: 7}, debug=True)
+    with pytest.raises(MemoryFault, match=r"sanitizer trap .* at kernel\.cpp:4: the debug build "
+                                          r"traps on an out-of-bounds index into a local array"):
+        f(torch.randn(5, dtype=torch.float64))
 
 
 # ---- compiler errors: the user's file and line, the first error only

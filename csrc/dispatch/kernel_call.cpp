@@ -121,6 +121,27 @@ void set_value(Arg& a, char code, double v) {
     a.i = static_cast<long long>(v);
 }
 
+// The outputs of a call: an in-out parameter's is its input's buffer (a copy), the others new
+// (zero-filled unless the kernel writes every element); their addresses go into args.
+template <class ShapeOf>
+std::vector<at::Tensor> make_outputs(const Spec& s, int scalar, const std::vector<at::Tensor>& bufs,
+                                     ShapeOf shape_of, std::vector<Arg>& args) {
+  std::vector<at::Tensor> outs;
+  for (size_t o = 0; o < s.out_param.size(); ++o) {
+    at::Tensor out;
+    if (s.out_input[o] >= 0) {
+      out = bufs[s.out_input[o]];
+    } else {
+      auto opts = at::TensorOptions().dtype(s.out_dtype[scalar][o]);
+      std::vector<int64_t> shape = shape_of(o);
+      out = s.zero_outputs ? at::zeros(shape, opts) : at::empty(shape, opts);
+    }
+    args[s.out_param[o]].p = out.data_ptr();
+    outs.push_back(std::move(out));
+  }
+  return outs;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The autograd node
 
@@ -218,19 +239,9 @@ class KernelBackward : public Node {
       }
       bufs.push_back(b);
     }
-    std::vector<at::Tensor> outs;
-    for (size_t o = 0; o < s.out_param.size(); ++o) {
-      at::Tensor out;
-      if (s.out_input[o] >= 0) {
-        out = bufs[s.out_input[o]];
-      } else {
-        at::Tensor like = outs_[o].unpack(getptr());
-        out = s.zero_outputs ? at::zeros(like.sizes(), like.options())
-                             : at::empty(like.sizes(), like.options());
-      }
-      args[s.out_param[o]].p = out.data_ptr();
-      outs.push_back(out);
-    }
+    std::vector<at::Tensor> outs = make_outputs(
+        s, scalar_, bufs, [&](size_t o) { return outs_[o].unpack(getptr()).sizes().vec(); },
+        args);
     scratch_ = bufs;
     void* tape = e.tape_new();
     if (!tape) throw std::bad_alloc();
@@ -402,19 +413,8 @@ class KernelCall {
       else
         args[p].i = v.cast<long long>();
     }
-    std::vector<at::Tensor> outs;
-    for (size_t o = 0; o < s.out_param.size(); ++o) {
-      at::Tensor out;
-      if (s.out_input[o] >= 0) {
-        out = bufs[s.out_input[o]];
-      } else {
-        auto opts = at::TensorOptions().dtype(s.out_dtype[scalar][o]);
-        out = s.zero_outputs ? at::zeros(plan.out_shapes[o], opts)
-                             : at::empty(plan.out_shapes[o], opts);
-      }
-      args[s.out_param[o]].p = out.data_ptr();
-      outs.push_back(std::move(out));
-    }
+    std::vector<at::Tensor> outs = make_outputs(
+        s, scalar, bufs, [&](size_t o) { return plan.out_shapes[o]; }, args);
     bool record = false;
     if (at::GradMode::is_enabled())
       for (int i : s.diff_in) record = record || ins[i].requires_grad();

@@ -32,14 +32,16 @@ def gradient(source: Any, name: str, wrt: Any = None, *, debug: bool = False,
     ``wrt`` itself, generated when first read (by the engine alone: nothing is compiled).
     ``debug``, ``extra_cflags``, ``filename``: as for :func:`torchclad.function`.
     """
-    from torchclad.bridge.userop import cflags, compiled, read_source
+    from torchclad.bridge.userop import cflags, compiled, preprocessor_flags, read_source
 
     text, filename = read_source(source, filename)
-    built = compiled(text, name, filename=filename, debug=debug, extra_cflags=cflags(extra_cflags))
+    flags = cflags(extra_cflags)
+    built = compiled(text, name, filename=filename, debug=debug, extra_cflags=flags)
     names = select_wrt(built.signature, wrt)
     code = built.code if wrt is None else None
     return Gradient(built.signature, built.library, wrt=names, code=code,
-                    regenerate=(text, name, wrt, filename), debug=debug)
+                    regenerate=(text, name, wrt, filename, preprocessor_flags(flags)),
+                    debug=debug)
 
 
 def select_wrt(sig: Any, wrt: Any) -> tuple[str, ...]:
@@ -84,7 +86,7 @@ class Gradient:
     ``source`` is the generated C++ derivative code; ``wrt`` the names gradients are returned for.
     ``derivative`` is the Derivative-like signature of the build (``module``) whose pullback
     runs; ``wrt`` defaults to its ``wrt``; ``code`` is ``source`` when known, else
-    ``regenerate = (source, name, wrt, filename)`` says how the engine makes it.
+    ``regenerate = (source, name, wrt, filename, clang args)`` says how the engine makes it.
     """
 
     def __init__(self, derivative: Any, module: Any, *, wrt: Any = None, code: str | None = None,
@@ -107,8 +109,9 @@ class Gradient:
         if self._code is None:
             from torchclad import engine
 
-            text, name, wrt, filename = self._regenerate
-            self._code = engine.differentiate(text, name, wrt, filename=filename).code
+            text, name, wrt, filename, args = self._regenerate
+            self._code = engine.differentiate(text, name, wrt, filename=filename,
+                                              options=engine.Options(extra_args=args)).code
         return self._code
 
     def dump(self) -> None:

@@ -71,13 +71,13 @@ def _use(slot: Any, k: int) -> str:
     return f"static_cast<{slot.ctype}>(args[{k}].{code})"
 
 
-def _entry(call: Call) -> str:
+def _entry(call: Call, namespace: str = "") -> str:
     uses, k = [], 0
     for s in call.slots:
         uses.append(_use(s, k))
         if s.role != "tape":
             k += 1
-    invoke = f"{call.callee}({', '.join(uses)})"
+    invoke = f"{namespace + '::' if namespace else ''}{call.callee}({', '.join(uses)})"
     if call.result == "void":
         body = f"{invoke};"
     else:
@@ -93,10 +93,11 @@ def _entry(call: Call) -> str:
     )
 
 
-def entry_points(derivative: Any, scalar: str) -> str:
+def entry_points(derivative: Any, scalar: str, namespace: str = "") -> str:
     """The C entry points of ``derivative``'s bindings for ``scalar`` (text appended to its
-    translation unit; the unit must include ``<torchclad/capi.h>``, see :data:`INCLUDE`)."""
+    translation unit; the unit must include ``<torchclad/capi.h>``, see :data:`INCLUDE`).
+    ``namespace``: where the unit's functions live (the built-in kernels' units each have one)."""
     return (
         f"\n// ---- C entry points for {scalar} (torchclad.toolchain.capi) ----\n"
-        + "".join(_entry(c) for c in calls(derivative, scalar))
+        + "".join(_entry(c, namespace) for c in calls(derivative, scalar))
     )

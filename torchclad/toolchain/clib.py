@@ -170,18 +170,29 @@ class _Binding:
 
 
 class KernelLibrary:
-    """The libraries of one built kernel, one per scalar type, and their bindings.
+    """Loaded kernel libraries and their bindings.
 
-    ``calls``: ``{scalar: [glue.Call, ...]}``; ``paths``: ``{scalar: library path}``."""
+    ``libs``: ``[(path, scalars, calls)]`` -- each shared library, the scalar types its tapes
+    serve, and its bindings (``glue.Call``s). A JIT kernel has one library per scalar type; the
+    CPU-specific build of the built-in kernels is one library for all of them."""
 
-    def __init__(self, calls: Mapping[str, list], paths: Mapping[str, Path], *, key: str = "",
-                 debug: bool = False):
+    def __init__(self, libs, *, key: str = "", debug: bool = False):
         self.key, self.debug = key, debug
-        self.libs = {s: _Loaded(Path(p)) for s, p in paths.items()}
-        self._calls = {c.binding: (s, c) for s, cs in calls.items() for c in cs}
+        loaded = {}
+        self._calls: dict[str, tuple[_Loaded, Call]] = {}
+        self._by_scalar: dict[str, _Loaded] = {}
+        for path, scalars, calls in libs:
+            lib = loaded.get(str(path))
+            if lib is None:
+                lib = loaded[str(path)] = _Loaded(Path(path))
+            for s in scalars:
+                self._by_scalar.setdefault(s, lib)
+            for c in calls:
+                self._calls[c.binding] = (lib, c)
+        self.libs = list(loaded.values())
         self._bindings: dict[str, _Binding] = {}
-        self.__torchclad_kernels__ = sorted({c.callee.split("<")[0] for cs in calls.values()
-                                             for c in cs if not c.kind})
+        self.__torchclad_kernels__ = sorted({c.callee.split("<")[0].rsplit("::", 1)[-1]
+                                             for _, c in self._calls.values() if not c.kind})
 
     def __getattr__(self, attr: str) -> Any:
         calls = self.__dict__.get("_calls", {})
@@ -189,23 +200,33 @@ class KernelLibrary:
             raise AttributeError(attr)
         b = self._bindings.get(attr)
         if b is None:
-            scalar, call = calls[attr]
-            b = self._bindings[attr] = _Binding(self.libs[scalar], call)
+            lib, call = calls[attr]
+            b = self._bindings[attr] = _Binding(lib, call)
         return b
 
     def address(self, binding: str) -> int:
         """The address of a binding's entry point (``int (*)(const torchclad_arg*, void*,
         torchclad_arg*)``)."""
-        scalar, _ = self._calls[binding]
-        return ctypes.cast(self.libs[scalar].entry(binding), ctypes.c_void_p).value or 0
+        lib, _ = self._calls[binding]
+        return ctypes.cast(lib.entry(binding), ctypes.c_void_p).value or 0
 
     def helper_address(self, scalar: str, symbol: str) -> int:
         """The address of an exported helper (``capi.TAPE_NEW`` ...) of the ``scalar`` library."""
-        return ctypes.cast(getattr(self.libs[scalar].dll, symbol), ctypes.c_void_p).value or 0
+        return ctypes.cast(getattr(self._by_scalar[scalar].dll, symbol), ctypes.c_void_p).value or 0
+
+    def string(self, symbol: str) -> str | None:
+        """The C string a ``const char* symbol()`` export returns (None if there is none)."""
+        try:
+            fn = getattr(self.libs[0].dll, symbol)
+        except AttributeError:
+            return None
+        fn.restype, fn.argtypes = ctypes.c_char_p, []
+        value = fn()
+        return value.decode() if value is not None else None
 
     def new_tape(self, scalar: str | None = None) -> Tape:
         """A tape made by the library of ``scalar`` (default: the first)."""
-        lib = self.libs[scalar] if scalar is not None else next(iter(self.libs.values()))
+        lib = self._by_scalar[scalar] if scalar is not None else self.libs[0]
         return Tape(lib)
 
     Tape = new_tape  # the pybind11 modules' spelling

@@ -8,8 +8,9 @@ The built-in kernels are elementwise and row loops whose speed is the vector wid
 - ``torchclad._C_avx2``     ``+ -mavx2 -mfma``;
 - ``torchclad._C_avx512``   ``+ -mavx512f -mavx512bw -mavx512dq -mavx512vl`` (and AVX2),
 
-the same generated sources each time, each a separate extension module (no symbol of one build
-can leak into another), and :func:`select` picks at import the best one the CPU runs -- by
+the same generated units each time, each a separate shared library (no symbol of one build can
+leak into another; the CPU-specific ones with C entry points instead of pybind11 glue, see
+``aot.py``), and :func:`select` picks at import the best one the CPU runs -- by
 PyTorch's own CPU capability (``torch.backends.cpu.get_cpu_capability()``, which honours
 ``ATEN_CPU_CAPABILITY``), capped by ``$TORCHCLAD_CPU_CAPABILITY`` (``default`` / ``avx2`` /
 ``avx512``). ``$TORCHCLAD_ISA_VARIANTS`` (comma list, default ``avx2,avx512``; empty: none) says

@@ -111,14 +111,13 @@ def _variant() -> str:
 
 def key_of(recipe: Recipe, cxx: Sequence[str] | None = None) -> str:
     """The cache key of ``recipe`` (nothing is run: see the module docstring)."""
-    from torchclad import __version__
-
+    version = getattr(sys.modules.get("torchclad"), "__version__", "unknown")
     cxx = list(cxx) if cxx is not None else compiler.compiler()
     return store.digest((
         ("format", _FORMAT), ("source", recipe.source), ("name", recipe.name),
         ("filename", recipe.filename), ("debug", str(bool(recipe.debug))),
         ("cflags", "\0".join(recipe.extra_cflags)), ("compiler", compiler.identity(cxx)),
-        ("isa", _variant()), ("tree", _tree_digest()), ("torchclad", __version__)))
+        ("isa", _variant()), ("tree", _tree_digest()), ("torchclad", version)))
 
 
 _built: dict[str, Built] = {}
@@ -127,8 +126,7 @@ _lock = threading.Lock()
 
 def _library(manifest: dict, entry: Path, sig: Any, debug: bool) -> KernelLibrary:
     libs = manifest["libs"]
-    return KernelLibrary({s: calls(sig, s) for s in libs},
-                         {s: entry / f for s, f in libs.items()},
+    return KernelLibrary([(entry / f, (s,), calls(sig, s)) for s, f in libs.items()],
                          key=manifest["key"], debug=debug)
 
 
@@ -143,14 +141,18 @@ def lookup(recipe: Recipe, *, cache_dir: str | Path | None = None) -> Built | No
     key = key_of(recipe)
     with _lock:
         hit = _built.get(key)
-        if hit is not None:
-            return hit
-        root = store.cache_dir(cache_dir)
+        return hit if hit is not None else _find(recipe, key, store.cache_dir(cache_dir))
+
+
+def _find(recipe: Recipe, key: str, root: Path) -> Built | None:
+    """This process's build of ``key``, else the store's valid entry (loaded), else None (the
+    caller holds ``_lock``)."""
+    hit = _built.get(key)
+    if hit is None:
         manifest = store.read_manifest(root / key, key)
-        if manifest is None:
-            return None
-        b = _built[key] = _from_manifest(manifest, root / key, recipe)
-        return b
+        if manifest is not None:
+            hit = _built[key] = _from_manifest(manifest, root / key, recipe)
+    return hit
 
 
 def flags(caps: probe.Capabilities, variant: str, *, debug: bool,
@@ -240,17 +242,15 @@ def build(recipe: Recipe, derivative: Any, *, cache_dir: str | Path | None = Non
         if hit is not None:
             return hit
         root = store.cache_dir(cache_dir)
-        entry = root / key
         with store.locked(root / "locks" / f"{key}.lock", lock_timeout):
-            manifest = store.read_manifest(entry, key)  # built while we waited?
-            if manifest is None:
+            hit = _find(recipe, key, root)  # built while we waited?
+            if hit is None:
                 store.build_entry(
                     root, key, lambda tmp: _compile(recipe, derivative, tmp, root, key),
                     lambda m: sorted(m["libs"].values()))
-                manifest = store.read_manifest(entry, key)
-                if manifest is None:
-                    raise store.CacheDirError(f"torchclad: the entry {entry} just built does not "
-                                              "validate (was the cache directory changed?)")
-        b = _built[key] = _from_manifest(manifest, entry, recipe)
-        return b
-
+                hit = _find(recipe, key, root)
+                if hit is None:
+                    raise store.CacheDirError(f"torchclad: the entry {root / key} just built "
+                                              "does not validate (was the cache directory "
+                                              "changed?)")
+        return hit

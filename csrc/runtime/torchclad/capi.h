@@ -182,8 +182,11 @@ inline int call(Body&& body) noexcept {
 }  // namespace capi
 }  // namespace torchclad
 
-// What every kernel library exports besides its entry points (this header is included by one
-// translation unit per library, so these are plain definitions).
+// What every kernel library exports besides its entry points: plain definitions, in the one
+// translation unit of a library that does not define TORCHCLAD_CAPI_NO_HELPERS (a JIT kernel
+// has one unit; the prebuilt CPU-specific libraries of the built-in kernels define them in their
+// module file).
+#ifndef TORCHCLAD_CAPI_NO_HELPERS
 TORCHCLAD_EXPORT const char* torchclad_last_error() { return torchclad::capi::last_error; }
 TORCHCLAD_EXPORT const torchclad_fault* torchclad_last_fault() {
   return &torchclad::capi::last_fault;
@@ -200,3 +203,4 @@ TORCHCLAD_EXPORT std::size_t torchclad_tape_bytes(void* tape) {
 TORCHCLAD_EXPORT int torchclad_tape_empty(void* tape) {
   return static_cast<torchclad::Tape*>(tape)->empty() ? 1 : 0;
 }
+#endif  // TORCHCLAD_CAPI_NO_HELPERS
