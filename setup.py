@@ -22,7 +22,7 @@ import sys
 import types
 from pathlib import Path
 
-from pybind11.setup_helpers import Pybind11Extension
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension
 from pybind11.setup_helpers import build_ext as _pybind11_build_ext
 from setuptools import Extension, setup
 
@@ -84,7 +84,8 @@ def _configure_dispatch(ext) -> None:
 class build_ext(_pybind11_build_ext):
     """Generate the derivative sources, then compile them into torchclad._C (and its
     CPU-specific variants) and torchclad._C_dispatch -- the extensions in parallel, one thread
-    each ($TORCHCLAD_BUILD_JOBS caps the count; 1 builds them one after another)."""
+    each, and each one's sources in parallel ($TORCHCLAD_BUILD_JOBS caps both counts; 1 builds
+    everything one after another)."""
 
     def finalize_options(self):
         super().finalize_options()
@@ -195,4 +196,7 @@ else:
     print("torchclad build: WARNING: torchclad/engine/__init__.py is missing (engine not in this "
           "tree); building without torchclad._C", file=sys.stderr)
 
+# The sources of one extension compile in parallel too (one thread per CPU; $TORCHCLAD_BUILD_JOBS
+# sets the count): _C's pybind11 units would otherwise be the critical path.
+ParallelCompile("TORCHCLAD_BUILD_JOBS", default=0).install()
 setup(ext_modules=ext_modules, cmdclass={"build_ext": build_ext})
