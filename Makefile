@@ -1,7 +1,8 @@
 # torchclad — developer entry points.  `make demo`, `make test`; see README.md.
 #
 # `make install` is idempotent: it re-runs pip only when the packaging, a kernel, the runtime,
-# the engine or the build code changed (stamp file in .venv/). Builds are serial on purpose.
+# the engine or the build code changed (stamp file in .venv/). The build compiles its
+# extensions and their sources in parallel (TORCHCLAD_BUILD_JOBS=1: one at a time).
 
 SHELL        := /bin/bash
 PYTHON       ?= python3

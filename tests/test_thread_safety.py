@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import torchclad
+from torchclad.toolchain import store
 import torchclad.nn as tnn
 
 THREADS = 4
@@ -210,5 +211,5 @@ def test_function_created_from_threads_at_once(tmp_path, monkeypatch):
     with ThreadPoolExecutor(THREADS) as pool:
         made = list(pool.map(make, range(THREADS)))
     assert all(op is made[0] for op in made), [getattr(op, "_name", op) for op in made]
-    entries = [p for p in (tmp_path / "cache").iterdir() if p.name not in ("locks", "tmp", "failed")]
+    entries = [p for p in (tmp_path / "cache").iterdir() if p.name not in store.SUBDIRS]
     assert len(entries) == 1, entries

@@ -21,11 +21,15 @@ from torchclad.bridge.gradient import Gradient, gradient  # no heavy top-level i
 __all__ = ["gradient", "function", "Gradient", "__version__"]
 
 
-def function(source, name, *, inputs, outputs, sizes=None):
-    """Make a differentiable torch op from a C++ kernel; see :func:`torchclad.bridge.op.function`."""
-    from torchclad.bridge.op import function as _function
+def function(source, name, *, inputs, outputs, sizes=None, input_shapes=None, debug=False,
+             extra_cflags=(), filename=None):
+    """Make a differentiable torch op from a C++ kernel; see
+    :func:`torchclad.bridge.userop.function`."""
+    from torchclad.bridge.userop import function as _function
 
-    return _function(source, name, inputs=inputs, outputs=outputs, sizes=sizes)
+    return _function(source, name, inputs=inputs, outputs=outputs, sizes=sizes,
+                     input_shapes=input_shapes, debug=debug, extra_cflags=extra_cflags,
+                     filename=filename)
 
 
 def __getattr__(attr):

@@ -168,3 +168,10 @@ def _refuse_double_backward(qualname: str):
     def backward(ctx, *grads):
         raise double_backward_error(qualname)
     return backward
+
+
+def backward_of(kop: Any, ins: tuple, outs: tuple, grads: tuple) -> list:
+    """The input grads (None for the non-differentiable inputs) of ``kop`` for ``grads`` (one
+    per output of the op, None for a missing one), by the same backward as the registered op's
+    formula. The C++ fast path (torchclad.bridge.fastpath) calls it under create_graph=True."""
+    return _backward(kop, (*ins, *outs), grads, lambda i, o, g: kop.sweep(i, o, g, None))

@@ -17,33 +17,89 @@ from typing import Any, Mapping
 __all__ = ["Gradient", "gradient"]
 
 
-def gradient(source: str, name: str, wrt: Any = None) -> "Gradient":
+def gradient(source: Any, name: str, wrt: Any = None, *, debug: bool = False,
+             extra_cflags: Any = (), filename: str | None = None) -> "Gradient":
     """Differentiate ``name`` in the C++ ``source`` and JIT-compile its pullback.
 
     ``wrt`` is Clad's argument string (``"x, y"`` or ``"0, 2"``), a list of names, or None for
     every floating parameter. Calling it, None for a pointer parameter passes ``nullptr`` (its
-    adjoint is null too, and its gradient None). Output arrays the function writes get adjoints even when ``wrt``
-    leaves them out (the engine adds them), so ``grad_outputs`` can always seed them; the
+    adjoint is null too, and its gradient None). Output arrays the function writes get
+    adjoints even when ``wrt`` leaves them out (the engine adds them), so ``grad_outputs`` can always seed them; the
     result tuple follows ``wrt``.
-    """
-    from torchclad import engine, toolchain
 
-    deriv = engine.differentiate(source, name, wrt)
-    return Gradient(deriv, toolchain.load(deriv))
+    The build is the one :func:`torchclad.function` makes for the same source and options
+    (every floating parameter differentiated; :func:`torchclad.bridge.userop.compiled`): calls
+    run its pullback and return the ``wrt`` gradients. ``source`` is the derivative for
+    ``wrt`` itself, generated when first read (by the engine alone: nothing is compiled).
+    ``debug``, ``extra_cflags``, ``filename``: as for :func:`torchclad.function`.
+    """
+    from torchclad.bridge.userop import cflags, compiled, preprocessor_flags, read_source
+
+    text, filename = read_source(source, filename)
+    flags = cflags(extra_cflags)
+    built = compiled(text, name, filename=filename, debug=debug, extra_cflags=flags)
+    names = select_wrt(built.signature, wrt)
+    code = built.code if wrt is None else None
+    return Gradient(built.signature, built.library, wrt=names, code=code,
+                    regenerate=(text, name, wrt, filename, preprocessor_flags(flags)),
+                    debug=debug)
+
+
+def select_wrt(sig: Any, wrt: Any) -> tuple[str, ...]:
+    """The parameter names ``wrt`` asks for (Clad's string, indices or names; None = every
+    floating parameter), checked against the signature like the engine checks them."""
+    from torchclad.engine import DiffError
+
+    params = tuple(sig.params)
+    reals = tuple(p.name for p in params if p.differentiable)
+    if wrt is None:
+        return reals
+    items = ([w.strip() for w in wrt.split(",") if w.strip()] if isinstance(wrt, str)
+             else [str(w).strip() for w in wrt])
+    out: list[str] = []
+    for w in items:
+        if w.isdigit():
+            if int(w) >= len(params):
+                raise DiffError(None, f"wrt index {w} is out of range: '{sig.name}' has "
+                                      f"{len(params)} parameters")
+            p = params[int(w)]
+        else:
+            base = w.split("[", 1)[0].strip()
+            p = next((q for q in params if q.name == base), None)
+            if p is None:
+                raise DiffError(None, f"wrt names '{base}', which is not a parameter of "
+                                      f"'{sig.name}' (parameters: "
+                                      f"{', '.join(q.name for q in params)})")
+        if not p.differentiable:
+            raise DiffError(None, f"cannot differentiate with respect to '{p.name}' of type "
+                                  f"{p.c_type()}: only float/double scalars and arrays are "
+                                  "differentiable")
+        if p.name not in out:
+            out.append(p.name)
+    if not out:
+        raise DiffError(None, "wrt is empty")
+    return tuple(out)
 
 
 class Gradient:
     """The compiled pullback of one function; call it to get gradients.
 
     ``source`` is the generated C++ derivative code; ``wrt`` the names gradients are returned for.
+    ``derivative`` is the Derivative-like signature of the build (``module``) whose pullback
+    runs; ``wrt`` defaults to its ``wrt``; ``code`` is ``source`` when known, else
+    ``regenerate = (source, name, wrt, filename, clang args)`` says how the engine makes it.
     """
 
-    def __init__(self, derivative: Any, module: Any):
+    def __init__(self, derivative: Any, module: Any, *, wrt: Any = None, code: str | None = None,
+                 regenerate: tuple | None = None, debug: bool = False):
         from torchclad.bridge.kernel import Kernel
 
         self.derivative = derivative
         self._k = Kernel(derivative, module)
-        self.wrt: tuple[str, ...] = tuple(derivative.wrt)
+        self.wrt: tuple[str, ...] = tuple(derivative.wrt if wrt is None else wrt)
+        self._code = code if code is not None or regenerate else getattr(derivative, "code", "")
+        self._regenerate = regenerate
+        self.debug = debug
 
     @property
     def name(self) -> str:
@@ -51,7 +107,13 @@ class Gradient:
 
     @property
     def source(self) -> str:
-        return self.derivative.code
+        if self._code is None:
+            from torchclad import engine
+
+            text, name, wrt, filename, args = self._regenerate
+            self._code = engine.differentiate(text, name, wrt, filename=filename,
+                                              options=engine.Options(extra_args=args)).code
+        return self._code
 
     def dump(self) -> None:
         print(self.source)
@@ -66,40 +128,12 @@ class Gradient:
     def __call__(self, *args: Any, grad_outputs: Mapping[str, Any] | None = None) -> tuple:
         import torch
 
-        from torchclad.bridge.kernel import describe
-
         k = self._k
         if len(args) != len(k.params):
             names = ", ".join(p.name for p in k.params)
             raise TypeError(f"{k.name}({names}) takes {len(k.params)} argument(s), got {len(args)}")
-
-        tensors: dict[str, torch.Tensor] = {}
-        for p, a in zip(k.params, args):
-            if p.pointer and a is None:
-                continue                      # a null pointer (its adjoint is null too)
-            if p.pointer:
-                tensors[p.name] = _as_tensor(k, p, a)
-            elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
-                raise TypeError(
-                    f"{k.name}: argument '{p.name}' is a scalar {p.base}; got {describe(a)} "
-                    "(pass a Python number)"
-                )
-        scalar = k.pick_scalar(tensors)
-
-        # Copies of every array (the kernel may write to outputs; inputs stay untouched).
-        values: list[Any] = []
-        bufs: dict[str, torch.Tensor] = {}
-        for p, a in zip(k.params, args):
-            if p.pointer and a is None:
-                values.append(0)
-            elif p.pointer:
-                t = tensors[p.name]
-                k.check_tensor(p, t, scalar)
-                bufs[p.name] = t.detach().clone(memory_format=torch.contiguous_format)
-                values.append(bufs[p.name].data_ptr())
-            else:
-                values.append(_as_scalar(k, p, a, scalar))
-
+        mem = self._memory()
+        scalar, values, bufs = self._arguments(args, mem)
         grad_outputs = dict(grad_outputs or {})
         seed = 1.0
         if k.seeded and "return" in grad_outputs:
@@ -108,11 +142,9 @@ class Gradient:
         for w in k.adjoints:
             p = k.by_name[w]
             if p.pointer and w not in bufs:
-                adjoints[w] = None
-            elif p.pointer:
-                adjoints[w] = torch.zeros_like(bufs[w])
+                adjoints[w] = None            # a null pointer's adjoint is null too
             else:
-                adjoints[w] = torch.zeros((), dtype=k.dtype_of(p, scalar))
+                adjoints[w] = mem.zeros(bufs[w].shape if p.pointer else (), k.dtype_of(p, scalar))
         for key, g in grad_outputs.items():
             p = k.by_name.get(key)
             if key not in adjoints or adjoints[key] is None or \
@@ -133,13 +165,82 @@ class Gradient:
 
         call = values + ([seed] if k.seeded else []) + [
             0 if adjoints[w] is None else adjoints[w].data_ptr() for w in k.adjoints]
-        k.binding("pullback", scalar)(*call)
+        if self.debug:
+            self._debug_run(scalar, values, bufs, call, adjoints)
+        else:
+            k.binding("pullback", scalar)(*call)
 
         out = []
         for w in self.wrt:
             p = k.by_name[w]
             out.append(adjoints[w] if p.pointer else adjoints[w].item())
         return tuple(out)
+
+    def _memory(self):
+        from torchclad.bridge import guard, memory
+
+        return guard.GUARDED if self.debug else memory.PLAIN
+
+    def _arguments(self, args: tuple, mem: Any) -> tuple[str, list, dict]:
+        """``(scalar type, the kernel's arguments, {param: buffer})`` for ``args``: every array
+        copied (the kernel may write to outputs; inputs stay untouched), scalars converted."""
+        import torch
+
+        from torchclad.bridge.kernel import describe
+
+        k = self._k
+        tensors: dict[str, torch.Tensor] = {}
+        for p, a in zip(k.params, args):
+            if p.pointer and a is None:
+                continue                      # a null pointer (its adjoint is null too)
+            if p.pointer:
+                tensors[p.name] = _as_tensor(k, p, a)
+            elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
+                raise TypeError(
+                    f"{k.name}: argument '{p.name}' is a scalar {p.base}; got {describe(a)} "
+                    "(pass a Python number)"
+                )
+        scalar = k.pick_scalar(tensors)
+        values: list[Any] = []
+        bufs: dict[str, torch.Tensor] = {}
+        for p, a in zip(k.params, args):
+            if p.pointer and a is None:
+                values.append(0)
+            elif p.pointer:
+                t = tensors[p.name]
+                k.check_tensor(p, t, scalar)
+                bufs[p.name] = mem.copy(t.detach())
+                values.append(bufs[p.name].data_ptr())
+            else:
+                values.append(_as_scalar(k, p, a, scalar))
+        return scalar, values, bufs
+
+    def _debug_run(self, scalar: str, values: list, bufs: dict, call: list, adjoints: dict):
+        """A debug build: the user's own function first, on copies (a fault there is reported
+        at their source line), then the pullback; a fault names the array it hit."""
+        from torchclad.bridge import guard
+        from torchclad.toolchain.clib import KernelFault
+
+        k = self._k
+        mem = self._memory()
+        scratch = {n: mem.copy(t) for n, t in bufs.items()}
+        pos = {p.name: i for i, p in enumerate(k.params)}
+        first = list(values)
+        for n, t in scratch.items():
+            first[pos[n]] = t.data_ptr()
+        user_file = self._regenerate[3] if self._regenerate else getattr(
+            self.derivative, "filename", "kernel.cpp")
+        for kind, argv, arrays, stage in (
+                ("", first, scratch, "the function"),
+                ("pullback", call, {**bufs, **{f"d:{w}": a for w, a in adjoints.items()}},
+                 "the pullback (generated)")):
+            try:
+                k.binding(kind, scalar)(*argv)
+            except KernelFault as f:
+                labels = {(f"'{n}'" if not n.startswith("d:") else
+                           f"the gradient of '{n[2:]}'"): t for n, t in arrays.items()}
+                raise guard.explain(f, labels, op=f"{k.name} (debug build)",
+                                    user_file=user_file, stage=stage) from None
 
 
 def _is_array_like(a: Any) -> bool:

@@ -112,19 +112,19 @@ class Kernel:
         chosen: tuple[str, torch.dtype] | None = None
         for p in self.params:
             t = tensors.get(p.name)
-            if t is None or not p.pointer or p.base not in self.template:
+            if t is None or p.base not in self.template:  # (a scalar input: a 0-dim tensor)
                 continue
             if t.dtype not in SCALAR_OF_DTYPE:
                 raise TypeError(
                     f"{self.name}: {what} '{p.name}' is a {dtype_name(t.dtype)} tensor; "
-                    f"{p.base}* accepts float32 or float64 tensors"
+                    f"{p.base}{'*' * bool(p.pointer)} accepts float32 or float64 tensors"
                 )
             if chosen is None:
                 chosen = (p.name, t.dtype)
             elif t.dtype != chosen[1]:
                 raise TypeError(
                     f"{self.name}: {what} '{p.name}' is {dtype_name(t.dtype)} but '{chosen[0]}' "
-                    f"is {dtype_name(chosen[1])}; all {p.base}* arrays must have one dtype "
+                    f"is {dtype_name(chosen[1])}; all {p.base} arguments must have one dtype "
                     "(convert with .to(dtype))"
                 )
         return "double" if chosen is None else SCALAR_OF_DTYPE[chosen[1]]
@@ -137,7 +137,7 @@ class Kernel:
             )
         want = self.dtype_of(p, scalar)
         if t.dtype != want:
-            spelled = "const " * bool(p.const) + self.scalar_for(p, scalar) + "*"
+            spelled = "const " * bool(p.const) + self.scalar_for(p, scalar) + "*" * bool(p.pointer)
             raise TypeError(
                 f"{self.name}: {what} '{p.name}' ({spelled}) must be a {dtype_name(want)} tensor, "
                 f"got {dtype_name(t.dtype)} (convert with .to(torch.{dtype_name(want)}))"
@@ -162,5 +162,8 @@ class Kernel:
             )
         return fn
 
-    def new_tape(self):
-        return self.module.Tape()
+    def new_tape(self, scalar: str | None = None):
+        """A tape for the split-mode bindings of ``scalar`` (a JIT kernel's libraries, one per
+        scalar type, each make their own)."""
+        make = getattr(self.module, "new_tape", None)
+        return make(scalar) if make is not None else self.module.Tape()

@@ -41,20 +41,22 @@ How the op is put together (split mode):
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import keyword
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
+from torch._library.custom_ops import CustomOpDef
 
-from torchclad.bridge import autograd
+from torchclad.bridge import autograd, fastpath, guard, spec
 from torchclad.bridge.kernel import Kernel
+from torchclad.bridge.memory import PLAIN
 from torchclad.bridge.plan import Planner, Record
 from torchclad.bridge.scratch import SweepBuffers
+from torchclad.toolchain.clib import KernelFault
 from torchclad.toolchain.signature import sweep_restores
 
-__all__ = ["function", "KernelOp", "kernel_op", "make_op", "op_identifier", "RECORD_ATTR"]
+__all__ = ["KernelOp", "kernel_op", "make_op", "op_identifier", "RECORD_ATTR", "CallableOp"]
 
 NAMESPACE = "torchclad"
 #: the attribute of an output's storage that holds the op's :class:`Record`
@@ -63,61 +65,46 @@ _ops_lock = threading.Lock()
 _ops: dict[str, "KernelOp"] = {}
 
 
-def function(source: str, name: str, *, inputs: Sequence[str],
-             outputs: Mapping[str, Callable[..., Any]],
-             sizes: Mapping[str, Callable[..., Any]] | None = None):
-    """Differentiate ``name`` in the C++ ``source``, compile it and wrap it as a custom op.
-
-    - ``inputs``: pointer parameters read from tensors, in the op's argument order.
-    - ``outputs``: ``{param: shape_fn}`` for the pointer parameters the kernel writes; the op
-      returns them in this order (one tensor, or a tuple). A parameter that is also in
-      ``inputs`` is updated in place on a copy of the input. A non-void kernel's floating
-      return value is returned last, as a 0-dim tensor.
-    - ``sizes``: ``{param: fn}`` for the scalar parameters (``int N``, also a constant float).
-
-    Every function receives the input tensors positionally. Templates give float32 and
-    float64 from one source; CPU tensors only; non-contiguous inputs are accepted.
-    Returns the ``torch.library`` custom op (a ``CustomOpDef``; call it like a function).
-    """
-    from torchclad import engine, toolchain
-
-    if isinstance(inputs, str):  # "a, b" like Clad's argument strings
-        inputs = [n.strip() for n in inputs.split(",") if n.strip()]
-    if not isinstance(outputs, Mapping) or (sizes is not None and not isinstance(sizes, Mapping)):
-        raise TypeError("outputs and sizes must be dicts {param: fn}, e.g. "
-                        "outputs={'out': lambda x: x.shape}, sizes={'N': lambda x: x.numel()}")
-    sizes = dict(sizes or {})
-    deriv = engine.differentiate(source, name, None)
-    spec_text = repr((source, name, tuple(inputs), tuple(outputs), tuple(sizes)))
-    digest = hashlib.sha256(spec_text.encode()).hexdigest()[:10]
-    kernel = Kernel(deriv, toolchain.load(deriv))
-    opname = f"{op_identifier(name)}_{digest}"
-    return make_op(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes).op
-
-
 def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapping,
             sizes: Mapping | None = None, zero_outputs: bool = True,
-            static_sizes: Sequence[str] = ()) -> "KernelOp":
+            static_sizes: Sequence[str] = (), contract: spec.Contract | None = None,
+            debug: bool = False, user_file: str = "kernel.cpp") -> "KernelOp":
     """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before.
 
     ``zero_outputs=False``: the kernel writes every element of each output (so they need not be
     zero-filled before it runs). ``static_sizes``: the size parameters whose functions depend on
     the inputs' shapes and dtypes only (no value checks): their values are cached per call
-    signature with the output shapes, instead of being recomputed on every call."""
+    signature with the output shapes, instead of being recomputed on every call. ``contract``:
+    the shape contract checked on every new call signature. ``debug``: the kernel is a debug
+    build (guarded buffers, faults raised as :class:`~torchclad.bridge.guard.MemoryFault`
+    naming the array; ``user_file`` is the kernel's file name in messages)."""
+    options = dict(zero_outputs=bool(zero_outputs), static_sizes=frozenset(static_sizes),
+                   contract=contract, debug=bool(debug), user_file=user_file)
     with _ops_lock:
         base, n = opname, 1
         while opname in _ops:
             old = _ops[opname]
-            if (old.same_spec(kernel, inputs, outputs, sizes or {})
-                    and old.zero_outputs == zero_outputs
-                    and old.static_sizes == frozenset(static_sizes)):
+            if old.same_spec(kernel, inputs, outputs, sizes or {}) and old.options == options:
                 return old
             n += 1
             opname = f"{base}_{n}"
         op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {},
-                      zero_outputs=zero_outputs, static_sizes=static_sizes)
+                      **options)
         _ops[opname] = op
         return op
+
+
+class CallableOp(CustomOpDef):
+    """The custom op of a :class:`KernelOp`: still a ``CustomOpDef`` (``opcheck``,
+    ``register_*``, ``torch.compile`` see the op), whose call goes through
+    :meth:`KernelOp.__call__` -- the eager fast lane when it can, the op otherwise."""
+
+    torchclad_op: "KernelOp"
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or torch.compiler.is_compiling():
+            return super().__call__(*args, **kwargs)
+        return self.torchclad_op(*args)
 
 
 def kernel_op(op: Any) -> "KernelOp":
@@ -150,7 +137,9 @@ class KernelOp:
     that manage the adjoints themselves."""
 
     def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes,
-                 zero_outputs: bool = True, static_sizes: Sequence[str] = ()):
+                 zero_outputs: bool = True, static_sizes: Sequence[str] = (),
+                 contract: spec.Contract | None = None, debug: bool = False,
+                 user_file: str = "kernel.cpp"):
         self.k = k = kernel
         self.opname = opname
         self.qualname = f"{NAMESPACE}::{opname}"
@@ -159,7 +148,11 @@ class KernelOp:
         self.sizes = dict(sizes)
         self.zero_outputs = bool(zero_outputs)
         self.static_sizes = frozenset(static_sizes)
-        self._check_spec()
+        self.options = dict(zero_outputs=self.zero_outputs, static_sizes=self.static_sizes,
+                            contract=contract, debug=bool(debug), user_file=user_file)
+        self.debug, self.user_file = bool(debug), user_file
+        self.memory = guard.GUARDED if debug else PLAIN
+        spec.check(k, self.inputs, self.outputs, self.sizes)
         unknown = self.static_sizes - set(self.sizes)
         if unknown:
             raise ValueError(f"static_sizes: {sorted(unknown)} are not in sizes")
@@ -176,11 +169,13 @@ class KernelOp:
         self.diff_out = [i for i, n in enumerate(self.out_names) if k.is_float(k.by_name[n])]
         self.ret_diff = self.has_ret and k.is_float(k.ret)
         self.planner = Planner(opname, k, self.inputs, self.outputs, self.sizes,
-                               self.static_sizes)
+                               self.static_sizes, contract=contract)
         self._plan = self.planner.plan  # bound once: the per-call path
         self._out_dtypes = self.planner.out_dtypes
-        # Precomputed for the per-call path.
-        self._in_copy = tuple(not (k.by_name[n].const and n not in self.outputs)
+        # Precomputed for the per-call path: the arrays the kernel may write are worked on as
+        # copies (a scalar input is passed by value: neither).
+        self.in_copy = tuple(k.by_name[n].pointer and not (k.by_name[n].const
+                                                             and n not in self.outputs)
                               for n in self.inputs)
         self._out_arg_index = tuple(k.params.index(k.by_name[n]) for n in self.out_names)
         self._res_adj_index = tuple(k.adjoints.index(self.inputs[i]) for i in self.diff_in)
@@ -189,9 +184,11 @@ class KernelOp:
                                   for ds in self._out_dtypes.values() for d in ds) or (
             self.has_ret and not k.is_float(k.ret))
         self.buffers = SweepBuffers(k, self.inputs, self.out_names, self.diff_in, self.diff_out,
-                                    zero_pool=not self.zero_outputs)
+                                    zero_pool=not self.zero_outputs, memory=self.memory)
         self._define()
         self._function = autograd.make_function(self)
+        #: the C++ eager path (torchclad.bridge.fastpath), None where there is none
+        self.fast = fastpath.kernel_call(self)
 
     def same_spec(self, kernel, inputs, outputs, sizes) -> bool:
         return (kernel.sig == self.k.sig and tuple(inputs) == self.inputs
@@ -200,56 +197,7 @@ class KernelOp:
     def __repr__(self) -> str:
         return f"<torchclad op {self.qualname} ({self.k.name})>"
 
-    # ---- the spec against the signature; the schema
-
-    def _check_spec(self) -> None:
-        k = self.k
-        sig = f"{k.name}({', '.join(p.name for p in k.params)})"
-        for group, names in (("inputs", self.inputs), ("outputs", tuple(self.outputs)),
-                             ("sizes", tuple(self.sizes))):
-            for n in names:
-                if n not in k.by_name:
-                    raise ValueError(f"{group}: {n!r} is not a parameter of {sig}")
-        if len(set(self.inputs)) != len(self.inputs):
-            raise ValueError(f"inputs: a parameter is listed twice in {list(self.inputs)}")
-        for n in self.inputs:
-            if not k.by_name[n].pointer:
-                raise ValueError(f"inputs: {n!r} of {sig} is a scalar; give scalars in sizes={{{n!r}: fn}}")
-        for n, fn in self.outputs.items():
-            p = k.by_name[n]
-            if not p.pointer or p.const:
-                what = "a scalar" if not p.pointer else "a const pointer (read-only)"
-                raise ValueError(f"outputs: {n!r} of {sig} is {what}; "
-                                 "outputs are the arrays the kernel writes")
-            if not callable(fn):
-                raise TypeError(f"outputs[{n!r}] must be a function of the inputs returning a shape")
-        for n, fn in self.sizes.items():
-            if k.by_name[n].pointer:
-                raise ValueError(f"sizes: {n!r} of {sig} is a pointer; list arrays in inputs or outputs")
-            if not callable(fn):
-                raise TypeError(f"sizes[{n!r}] must be a function of the inputs")
-        self._check_coverage(sig)
-
-    def _check_coverage(self, sig: str) -> None:
-        """Every parameter has a source, every output an adjoint, the op an output."""
-        k = self.k
-        for p in k.params:
-            if p.pointer and p.name not in self.inputs and p.name not in self.outputs:
-                raise ValueError(f"{sig}: pointer parameter {p.name!r} is in neither inputs nor outputs")
-            if not p.pointer and p.name not in self.sizes:
-                raise ValueError(
-                    f"{sig}: scalar parameter {p.name!r} has no value; add "
-                    f"sizes={{{p.name!r}: lambda *inputs: ...}}"
-                )
-        for n in self.outputs:
-            if k.is_float(k.by_name[n]) and n not in k.adjoints:
-                raise ValueError(
-                    f"{sig}: output {n!r} has no adjoint in the generated pullback "
-                    f"(adjoints: {list(k.adjoints)}); "
-                    "outputs must be differentiated to be seeded"
-                )
-        if not self.outputs and k.ret is None:
-            raise ValueError(f"{sig}: a void kernel needs at least one entry in outputs")
+    # ---- the schema
 
     def _define(self) -> None:
         """Register the custom op, its fake and (with differentiable inputs) its autograd."""
@@ -258,6 +206,10 @@ class KernelOp:
         schema = f"({', '.join('Tensor ' + n for n in in_names)}) -> " + (
             rets[0] if len(rets) == 1 else f"({', '.join(rets)})")
         self.op = torch.library.custom_op(self.qualname, mutates_args=(), schema=schema)(self._impl)
+        self.overload = getattr(getattr(torch.ops, NAMESPACE), self.opname).default
+        # Calling the custom op takes the eager fast lane when it can (CallableOp).
+        self.op.__class__ = CallableOp
+        self.op.torchclad_op = self
         self.op.register_fake(self._fake)
         if self.diff_in:
             autograd.register(self)
@@ -269,9 +221,15 @@ class KernelOp:
     # ---- calls
 
     def __call__(self, *ins):
-        """``self.op(*ins)``, by the fast lane when that is plain eager autograd."""
+        """The custom op, by the fast lane when that is plain eager autograd: in C++ when the
+        kernel has a ``KernelCall`` (it declines what it does not take), else in Python."""
         if torch.compiler.is_compiling() or not autograd.plain_call(ins):
-            return self.op(*ins)
+            return self.overload(*ins)
+        fast = self.fast
+        if fast is not None:
+            out = fast(*ins)
+            if out is not NotImplemented:
+                return out
         if not (torch.is_grad_enabled() and any(t.requires_grad for t in ins)):
             outs, _ = self.run_forward(ins, record=False)
             return outs[0] if len(outs) == 1 else tuple(outs)
@@ -303,48 +261,85 @@ class KernelOp:
     def run_forward(self, ins: Sequence[torch.Tensor], record: bool):
         """Run the kernel on ``ins`` (checked); returns ``(outputs, Record or None)``: with
         ``record``, ``f_reverse_forw`` runs and the record holds what the sweep needs."""
-        k = self.k
         plan = self._plan(ins)
         scalar = plan.scalar
+        mem = self.memory
         bufs: dict[str, torch.Tensor] = {}
         # (no autograd graph is recorded here: the fast lane's Function.forward and the op's
         # implementation run without it, so the inputs need no detach)
-        for n, t, copy in zip(self.inputs, ins, self._in_copy):
+        for n, t, copy in zip(self.inputs, ins, self.in_copy):
             # a const input is read in place; one the kernel may write is worked on as a copy
-            bufs[n] = t.clone(memory_format=torch.contiguous_format) if copy else t.contiguous()
-        alloc = torch.zeros if self.zero_outputs else torch.empty
+            bufs[n] = mem.copy(t) if copy else mem.readable(t)
+        alloc = mem.zeros if self.zero_outputs else mem.empty
         for n, shape, dtype in plan.outs:
-            bufs[n] = alloc(shape, dtype=dtype)
+            bufs[n] = alloc(shape, dtype)
+        args = self._args(plan, ins, bufs)
+        if self.debug:
+            self._check_run(plan, ins, bufs)
+        rec = None
+        if record:
+            tape = self.k.new_tape(scalar)
+            ret = self._call("reverse_forw", scalar, (*args, tape), bufs,
+                             "the recording forward (generated)")
+            rec = Record(tape, args, bufs, scalar)
+        else:
+            ret = self._call("", scalar, args, bufs, "the forward")
+        outs = [bufs[n] for n in self.out_names]
+        if self.has_ret:
+            outs.append(torch.full((), ret, dtype=plan.ret_dtype))
+        return outs, rec
+
+    @staticmethod
+    def _args(plan, ins, bufs) -> list:
+        """The kernel's arguments: the plan's, with the buffers' addresses and the sizes."""
         args = plan.args.copy()
         for i, name in plan.ptr:
             args[i] = bufs[name].data_ptr()
         for i, fn, conv in plan.dyn:
             v = fn(*ins)
             args[i] = conv(v.item() if isinstance(v, torch.Tensor) else v)
-        rec = None
-        if record:
-            tape = k.new_tape()
-            ret = k.binding("reverse_forw", scalar)(*args, tape)
-            rec = Record(tape, args, bufs, scalar)
-        else:
-            ret = k.binding("", scalar)(*args)
-        outs = [bufs[n] for n in self.out_names]
-        if self.has_ret:
-            outs.append(torch.full((), ret, dtype=plan.ret_dtype))
-        return outs, rec
+        return args
+
+    def _call(self, kind: str, scalar: str, args, arrays: Mapping[str, torch.Tensor],
+              stage: str):
+        """Call binding ``kind``; in a debug op a caught fault becomes a MemoryFault naming the
+        array (``arrays``: the call's buffers by parameter or adjoint name)."""
+        fn = self.k.binding(kind, scalar)
+        if not self.debug:
+            return fn(*args)
+        try:
+            return fn(*args)
+        except KernelFault as f:
+            labels = {(f"'{n}'" if n in self.k.by_name else
+                       f"the gradient of '{n.removeprefix('d:')}'"): t
+                      for n, t in arrays.items()}
+            raise guard.explain(f, labels, op=f"{self.k.name} (debug build)",
+                                user_file=self.user_file, stage=stage) from None
+
+    def _check_run(self, plan, ins, bufs) -> None:
+        """Debug ops: the user's own forward first, on copies, so that a fault in it is reported
+        at their source line (the recording forward that follows is generated code)."""
+        mem = self.memory
+        scratch = {n: mem.copy(t) for n, t in bufs.items()}
+        self._call("", plan.scalar, self._args(plan, ins, scratch), scratch, "the forward")
 
     def run_sweep(self, rec: Record, adjoints: Sequence[torch.Tensor],
-                  result_seed: float = 0) -> None:
+                  result_seed: float = 0, bufs: Mapping[str, torch.Tensor] | None = None
+                  ) -> None:
         """Run ``f_reverse_sweep`` on the tape of ``rec`` (consumed): ``adjoints`` are
         contiguous tensors, one per name of ``self.k.adjoints`` in that order; the sweep
         accumulates into the input adjoints and zeroes the output adjoints (the seeds) as it
-        reads them. ``result_seed`` seeds a non-void kernel's return value."""
+        reads them. ``result_seed`` seeds a non-void kernel's return value. ``bufs``: the
+        buffers the sweep runs on, by name (default ``rec.bufs``; for a debug op's messages)."""
         call = list(rec.args)
         if self.k.seeded:
             call.append(result_seed)
         call += [a.data_ptr() for a in adjoints]
         call.append(rec.tape)
-        self.k.binding("reverse_sweep", rec.scalar)(*call)
+        arrays = dict(rec.bufs if bufs is None else bufs)
+        if self.debug:
+            arrays.update({f"d:{w}": a for w, a in zip(self.k.adjoints, adjoints)})
+        self._call("reverse_sweep", rec.scalar, call, arrays, "the reverse sweep (generated)")
 
     def detach_outputs(self, rec: Record) -> None:
         """Drop the outputs from a record that outlives the call (attached to an output's
@@ -376,7 +371,7 @@ class KernelOp:
         adj, seeds = self.buffers.adjoints(bufs, outs, grads, self._out_dtypes[rec.scalar],
                                            rec.scalar)
         adjoints = [adj[w] for w in self.k.adjoints]
-        self.run_sweep(rec, adjoints, grads[-1].item() if self.ret_diff else 0)
+        self.run_sweep(rec, adjoints, grads[-1].item() if self.ret_diff else 0, bufs)
         self.buffers.give_back(seeds)
         for buf, values in kept:
             # A raw copy back: net unchanged, and the version counter (checked by autograd for

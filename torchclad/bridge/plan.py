@@ -16,6 +16,13 @@ import torch
 from torchclad.bridge.kernel import BASE_DTYPE, SCALAR_OF_DTYPE, Kernel
 
 
+def _item(pos: int) -> Callable:
+    """The value of a scalar input: the 0-dim tensor at ``pos`` (read as a Python number)."""
+    def value(*ins):
+        return ins[pos]
+    return value
+
+
 class Plan:
     """What the checks and shape functions of one call signature found (:meth:`Planner.plan`):
     the scalar type, the outputs to allocate ``(name, shape, dtype)``, the kernel's argument
@@ -42,18 +49,23 @@ class Record:
 class Planner:
     """The checks of one op's calls and their :class:`Plan` per call signature.
 
-    ``inputs``: the pointer parameters read from tensors, in the op's argument order;
-    ``outputs``: ``{param: shape_fn}``; ``sizes``: ``{param: fn}`` for the scalar parameters,
-    of which ``static_sizes`` depend on the inputs' shapes and dtypes only."""
+    ``inputs``: the parameters read from tensors, in the op's argument order (arrays, and
+    floating scalars as 0-dim tensors); ``outputs``: ``{param: shape_fn}``; ``sizes``:
+    ``{param: fn}`` for the other scalar parameters, of which ``static_sizes`` depend on the
+    inputs' shapes and dtypes only; ``contract``: a shape contract
+    (:class:`~torchclad.bridge.spec.Contract`) checked first on each new call signature."""
 
     MAX_PLANS = 64
 
     def __init__(self, opname: str, kernel: Kernel, inputs: tuple, outputs: dict, sizes: dict,
-                 static_sizes: frozenset):
+                 static_sizes: frozenset, contract: Any = None):
         self.opname = opname
         self.k = k = kernel
         self.inputs, self.outputs, self.sizes = inputs, outputs, sizes
         self.static_sizes = static_sizes
+        self.contract = contract or None
+        self._scalar_inputs = tuple((i, n) for i, n in enumerate(inputs)
+                                    if not k.by_name[n].pointer)
         self.out_names = tuple(outputs)
         self._first_template_input = next(
             (i for i, n in enumerate(inputs) if k.by_name[n].base in k.template), None)
@@ -66,7 +78,8 @@ class Planner:
                            for s in self._expected_dtypes}
         self._arg_plan = tuple(
             (True, p.name, None, None) if p.pointer
-            else (False, p.name, sizes[p.name], self.converter(p)) for p in k.params)
+            else (False, p.name, sizes[p.name] if p.name in sizes else _item(inputs.index(p.name)),
+                  self.converter(p)) for p in k.params)
         self._plans: dict[tuple, Plan] = {}
 
     def scalar(self, ins: Sequence[torch.Tensor]) -> str:
@@ -101,10 +114,22 @@ class Planner:
         s = self.outputs[n](*ins)
         return (s,) if isinstance(s, int) or isinstance(s, torch.SymInt) else tuple(s)
 
+    def check_shapes(self, ins: Sequence[torch.Tensor]) -> None:
+        """The shape checks that need no shape function: the contract, 0-dim scalar inputs."""
+        for i, n in self._scalar_inputs:
+            if ins[i].dim() != 0:
+                p = self.k.by_name[n]
+                raise ValueError(f"{self.opname}: input '{n}' is the scalar parameter {p.base} "
+                                 f"{n}: pass a 0-dim tensor (torch.tensor(value)), got shape "
+                                 f"{tuple(ins[i].shape)}")
+        if self.contract is not None:
+            self.contract.bind(ins)
+
     def fake_outputs(self, ins: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Empty tensors shaped like the outputs (the return value last): the fake kernel."""
         k = self.k
         scalar = self.scalar(ins)
+        self.check_shapes(ins)
         outs = [torch.empty(self.shape(n, ins), dtype=k.dtype_of(k.by_name[n], scalar))
                 for n in self.out_names]
         if k.ret is not None:
@@ -130,6 +155,7 @@ class Planner:
             return plan
         k = self.k
         scalar = self.scalar(ins)
+        self.check_shapes(ins)
         outs = tuple((n, tuple(self.shape(n, ins)), dtype)
                      for n, dtype in zip(self.out_names, self.out_dtypes[scalar])
                      if n not in self.inputs)
@@ -139,7 +165,7 @@ class Planner:
             if pointer:
                 args.append(None)
                 ptr.append((i, name))
-            elif name in self.static_sizes:
+            elif name in self.static_sizes and name not in self.inputs:
                 v = fn(*ins)
                 args.append(conv(v.item() if isinstance(v, torch.Tensor) else v))
             else:

@@ -18,6 +18,7 @@ from typing import Sequence
 import torch
 
 from torchclad.bridge.kernel import Kernel
+from torchclad.bridge.memory import PLAIN, Memory
 
 
 class SweepBuffers:
@@ -25,15 +26,18 @@ class SweepBuffers:
     (shape, dtype), most recently used kept.
 
     ``zero_pool``: the kernel writes every element of its outputs, so seeds come back all zero
-    (checked) and may start input adjoints."""
+    (checked) and may start input adjoints. ``memory`` makes the buffers (guarded ones for a
+    debug op)."""
 
     PER_KEY = 2
     KEYS = 4
 
     def __init__(self, kernel: Kernel, inputs: Sequence[str], out_names: Sequence[str],
-                 diff_in: Sequence[int], diff_out: Sequence[int], zero_pool: bool) -> None:
+                 diff_in: Sequence[int], diff_out: Sequence[int], zero_pool: bool,
+                 memory: Memory = PLAIN) -> None:
         k = kernel
         self.k = k
+        self.mem = memory
         self.zero_pool = zero_pool
         self.lock = threading.Lock()
         self.free: dict[tuple, list[torch.Tensor]] = {}
@@ -61,17 +65,17 @@ class SweepBuffers:
             if pointer:
                 b = bufs[w]
                 adj[w] = (self.take_zeroed(b.shape, b.dtype) if self.zero_pool
-                          else torch.zeros_like(b, memory_format=torch.contiguous_format))
+                          else self.mem.zeros(b.shape, b.dtype))
             else:
-                adj[w] = torch.zeros((), dtype=k.dtype_of(k.by_name[w], scalar))
+                adj[w] = self.mem.zeros((), k.dtype_of(k.by_name[w], scalar))
         # Seeds: in scratch buffers reused from call to call -- unless the seed is also an
         # input's gradient (an output that is an input too), which is handed out.
         seeds: list[torch.Tensor] = []
         for i, g in zip(self._diff_out, grads):
             n = self._out_names[i]
             if n in self._diff_in_names:
-                adj[n] = (torch.zeros_like(outs[i]) if g is None else
-                          g.to(out_dtypes[i]).clone(memory_format=torch.contiguous_format))
+                adj[n] = (self.mem.zeros(outs[i].shape, outs[i].dtype) if g is None else
+                          self.mem.copy(g.to(out_dtypes[i])))
                 continue
             buf = self.take(outs[i].shape, out_dtypes[i])
             if g is None:
@@ -108,7 +112,7 @@ class SweepBuffers:
             free = self.free.get(key) or self.zero.get(key)
             if free:
                 return free.pop()
-        return torch.empty(key[0], dtype=dtype)
+        return self.mem.empty(key[0], dtype)
 
     def take_zeroed(self, shape, dtype) -> torch.Tensor:
         """A zero-filled buffer (from the zero pool, else a fresh one)."""
@@ -117,7 +121,7 @@ class SweepBuffers:
             zero = self.zero.get(key)
             if zero:
                 return zero.pop()
-        return torch.zeros(key[0], dtype=dtype)
+        return self.mem.zeros(key[0], dtype)
 
     def give(self, buf: torch.Tensor, zeroed: bool = False) -> None:
         key = (tuple(buf.shape), buf.dtype)

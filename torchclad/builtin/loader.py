@@ -1,10 +1,16 @@
 """The prebuilt built-in kernels: the extension ``torchclad._C`` -- or its best CPU-specific
-variant -- and each kernel's signature as that extension was built."""
+variant -- and each kernel's signature as that extension was built.
+
+``_C`` is a pybind11 module; a CPU-specific build (``torchclad/_C_avx2<EXT>``,
+``_C_avx512<EXT>``) is a plain shared library with the C entry points of
+:mod:`torchclad.toolchain.capi`, loaded here as a :class:`~torchclad.toolchain.clib.
+KernelLibrary` (the same bindings by name, and the C++ eager path of
+:mod:`torchclad.bridge.fastpath`), its signatures read from ``_C``."""
 
 from __future__ import annotations
 
 import functools
-import importlib
+from pathlib import Path
 from typing import Any
 
 from torchclad.bridge.kernel import Kernel
@@ -34,13 +40,34 @@ def extension():
     for variant in isa.select(list(isa.VARIANTS)):
         if variant == "default":
             break
-        try:
-            mod = importlib.import_module(f"torchclad._C_{variant}")
-        except ImportError:
-            continue
-        if build is not None and getattr(mod, "__torchclad_build__", None) == build:
-            return mod
+        lib = _variant(_C, variant)
+        if lib is not None and build is not None and lib.__torchclad_build__ == build:
+            return lib
     return _C
+
+
+def _variant(base: Any, variant: str):
+    """The CPU-specific library ``torchclad._C_<variant>`` as a KernelLibrary, or None (not
+    built, not loadable on this machine, or not one of ours)."""
+    from torchclad.toolchain import compiler
+    from torchclad.toolchain.clib import KernelLibrary
+    from torchclad.toolchain.glue import calls, scalar_types
+
+    path = Path(base.__file__).with_name(f"_C_{variant}{compiler.ext_suffix()}")
+    sigs = getattr(base, "__torchclad_signatures__", None)
+    if not path.is_file() or not sigs:
+        return None
+    libs = [(path, ("float", "double"),
+             [c for sig in sigs.values() for s in scalar_types(sig) for c in calls(sig, s)])]
+    try:
+        lib = KernelLibrary(libs)
+    except OSError:
+        return None
+    lib.__torchclad_build__ = lib.string("torchclad_build_id")
+    lib.__torchclad_isa__ = lib.string("torchclad_isa")
+    lib.__torchclad_signatures__ = sigs
+    lib.__file__ = str(path)
+    return lib
 
 
 @functools.lru_cache(maxsize=None)

@@ -62,6 +62,11 @@ KERNELS: tuple[KernelSpec, ...] = (
     KernelSpec(file="encoder.cpp", name="encoder_forward", wrt=("wte", "wpe")),
     KernelSpec(file="residual.cpp", name="residual_forward", wrt=("inp1", "inp2")),
     KernelSpec(file="attention.cpp", name="attention_forward", wrt=("inp",)),
+    # LLaMA-style layers (torchclad.nn.RMSNorm, SiLU, SwiGLU, RotaryEmbedding)
+    KernelSpec(file="rmsnorm.cpp", name="rmsnorm_forward", wrt=("inp", "weight")),
+    KernelSpec(file="silu.cpp", name="silu_forward", wrt=("inp",)),
+    KernelSpec(file="silu.cpp", name="swiglu_forward", wrt=("inp",)),
+    KernelSpec(file="rope.cpp", name="rope_forward", wrt=("inp",)),
     # GPT-2, the whole model forward in one function (torchclad.nn.GPT2(fused=True)): one unit of
     # the layer kernels above, matmul's custom derivative, then csrc/kernels/gpt2.cpp; the engine
     # differentiates gpt2_forward as a whole (one reverse sweep calling the layers' sweeps).

@@ -11,11 +11,22 @@ This package does not import torch and compiles nothing at import time.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
-from .cache import BuildPlan, CacheDirError, LockTimeout, cache_dir, default_cache_dir, load, plan
 from .compiler import BuildError, include_dirs, runtime_include_dir
-from .glue import GlueError, TranslationUnit, make_tu
+from .store import CacheDirError, LockTimeout, cache_dir, default_cache_dir
+
+# The pybind11 build (cache.py) and its glue are imported on first use: a user kernel's cache
+# hit (jit.py) needs neither.
+_LAZY = {"load": "cache", "plan": "cache", "BuildPlan": "cache", "GlueError": "glue",
+         "TranslationUnit": "glue", "make_tu": "glue"}
+
+
+def __getattr__(attr: str):
+    if attr in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[attr]}"), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 __all__ = [
     "load",

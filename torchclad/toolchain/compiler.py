@@ -12,9 +12,11 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sysconfig
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -31,6 +33,9 @@ __all__ = [
     "ext_suffix",
     "command",
     "run_compiler",
+    "run_many",
+    "status_text",
+    "identity",
     "external_library",
 ]
 
@@ -185,14 +190,24 @@ def command(
     ]
 
 
-def run_compiler(argv: Sequence[str], *, cwd: str | os.PathLike, source: str, log: str | None = None) -> None:
-    """Run ``argv``; raise :class:`BuildError` with the compiler's stderr on failure.
+def identity(cxx: Sequence[str]) -> str:
+    """The compiler without running it: its argv and the resolved path, size and modification
+    time of the executable (a JIT cache hit must not spend the ~10 ms of ``--version`` in a
+    process that has torch loaded). Raises :class:`BuildError` if it cannot be found."""
+    exe = shutil.which(cxx[0]) if cxx else None
+    if exe is None:
+        raise BuildError(f"torchclad: cannot find the C++ compiler {shlex.join(cxx)!r}; "
+                         "install g++ or point $CXX at a C++17 compiler")
+    real = os.path.realpath(exe)
+    st = os.stat(real)
+    return "\0".join([*cxx, real, str(st.st_size), str(st.st_mtime_ns)])
 
-    The compiler runs in a session of its own (its own process group), so it can be stopped as
-    a group, and without inheriting any of our file descriptors (the build lock stays ours).
-    """
+
+def _spawn(argv: Sequence[str], cwd: str | os.PathLike, source: str) -> subprocess.Popen:
+    """The compiler in a session of its own (its own process group, so that it can be stopped
+    as a group), without inheriting any of our file descriptors (the build lock stays ours)."""
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
         )
@@ -201,26 +216,59 @@ def run_compiler(argv: Sequence[str], *, cwd: str | os.PathLike, source: str, lo
             f"torchclad: cannot run the C++ compiler {argv[0]!r}: {e}. Install g++ or set $CXX.",
             source=source,
         ) from None
-    try:
-        out, err = proc.communicate()
-    except BaseException:  # e.g. KeyboardInterrupt: stop the driver and cc1plus & co.
+
+
+def _kill(procs: Sequence[subprocess.Popen]) -> None:
+    for proc in procs:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
         proc.wait()
+
+
+def run_many(jobs: Sequence[tuple[Sequence[str], str]], *, cwd: str | os.PathLike
+             ) -> list[subprocess.CompletedProcess]:
+    """Run several compiler commands ``(argv, source)`` at once and wait for all of them (an
+    interrupt stops every one); the results in order, failures included (nothing raised for a
+    non-zero status)."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for argv, source in jobs:
+            procs.append(_spawn(argv, cwd, source))
+        with ThreadPoolExecutor(max_workers=max(1, len(procs))) as pool:
+            outs = list(pool.map(lambda p: p.communicate(), procs))
+    except BaseException:  # e.g. KeyboardInterrupt: stop the drivers and cc1plus & co.
+        _kill(procs)
+        raise
+    return [subprocess.CompletedProcess(p.args, p.returncode, o, e)
+            for p, (o, e) in zip(procs, outs)]
+
+
+def status_text(returncode: int) -> str:
+    """``exited with status 1`` / ``was killed by signal 9``."""
+    return (f"was killed by signal {-returncode}" if returncode < 0
+            else f"exited with status {returncode}")
+
+
+def run_compiler(argv: Sequence[str], *, cwd: str | os.PathLike, source: str, log: str | None = None) -> None:
+    """Run ``argv``; raise :class:`BuildError` with the compiler's stderr on failure.
+
+    The compiler runs in a session of its own (its own process group), so it can be stopped as
+    a group, and without inheriting any of our file descriptors (the build lock stays ours).
+    """
+    proc = _spawn(argv, cwd, source)
+    try:
+        out, err = proc.communicate()
+    except BaseException:  # e.g. KeyboardInterrupt: stop the driver and cc1plus & co.
+        _kill([proc])
         raise
     r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if log is not None:
         Path(log).write_text(f"$ {shlex.join(argv)}\n{r.stdout}{r.stderr}")
     if r.returncode != 0:
-        how = (
-            f"was killed by signal {-r.returncode}"
-            if r.returncode < 0
-            else f"exited with status {r.returncode}"
-        )
         raise BuildError(
-            f"torchclad: the C++ compiler {how} while building {source}\n"
+            f"torchclad: the C++ compiler {status_text(r.returncode)} while building {source}\n"
             f"command: {shlex.join(argv)}\n"
             f"source kept at: {source}\n"
             f"--- compiler stderr ---\n{r.stderr.rstrip()}",

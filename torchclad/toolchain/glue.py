@@ -40,6 +40,9 @@ __all__ = [
     "bindings",
     "module_init",
     "jit_glue",
+    "Slot",
+    "Call",
+    "calls",
     "SUFFIX",
     "binding_name",
     "identifier",
@@ -199,33 +202,43 @@ def bind_function_name(unit: str) -> str:
 # Text
 
 
-@dataclass
-class _Arg:
-    py_name: str  # keyword name on the Python side
-    decl: str  # lambda parameter declaration
-    use: str  # expression passed to the C++ function
+@dataclass(frozen=True)
+class Slot:
+    """One argument of a binding: ``name`` its keyword name on the Python side, ``role`` one of
+    ``pointer`` / ``scalar`` (a parameter), ``seed`` (the return value's adjoint), ``adjoint``,
+    ``tape``; ``ctype`` the C++ type the generated function takes; ``index`` the position among
+    the parameters (or among the adjoints)."""
+
+    name: str
+    role: str
+    ctype: str
+    index: int = 0
 
 
-#: spellings of the C++ arithmetic types pybind11 converts itself
+@dataclass(frozen=True)
+class Call:
+    """One binding: the C++ function ``callee`` (template arguments included) of ``kind``
+    (``""`` for the primal, else one of :data:`torchclad.engine.names.KINDS`), bound as
+    ``binding``, returning ``result``, taking ``slots``."""
+
+    kind: str
+    binding: str
+    callee: str
+    result: str
+    slots: tuple
+    doc: str
+
+
+def _param_slots(d: Any, scalar: str) -> list[Slot]:
+    return [Slot(p.name, "pointer" if p.pointer else "scalar", p.c_type(scalar), i)
+            for i, p in enumerate(d.params)]
+
+
+#: spellings of the C++ arithmetic types pybind11 converts itself (anything else a scalar
+#: parameter has is an enum, passed as its value)
 _BUILTIN_SCALAR = re.compile(
     r"((un)?signed|short|int|long|char|bool|float|double|(std::)?u?int\d+_t|(std::)?size_t|"
     r"(std::)?ptrdiff_t)(\s+((un)?signed|short|int|long|char|double))*")
-
-
-def _param_args(d: Any, scalar: str) -> list[_Arg]:
-    args = []
-    for i, p in enumerate(d.params):
-        ctype = p.c_type(scalar)
-        if p.pointer:
-            args.append(
-                _Arg(p.name, f"std::uintptr_t a{i}", f"reinterpret_cast<{ctype}>(a{i})")
-            )
-        elif p.base not in d.template_params and not _BUILTIN_SCALAR.fullmatch(p.base):
-            # an enum: passed as its value
-            args.append(_Arg(p.name, f"long long a{i}", f"static_cast<{ctype}>(a{i})"))
-        else:
-            args.append(_Arg(p.name, f"{ctype} a{i}", f"a{i}"))
-    return args
 
 
 def _seeded(d: Any) -> bool:
@@ -234,10 +247,10 @@ def _seeded(d: Any) -> bool:
     return not _is_void(d.return_type) and bool(d.return_type.differentiable)
 
 
-def _seed_args(d: Any, scalar: str) -> list[_Arg]:
+def _seed_slots(d: Any, scalar: str) -> list[Slot]:
     if not _seeded(d):
         return []
-    return [_Arg(_names().RESULT_ADJOINT, f"{d.return_type.c_type(scalar)} dy", "dy")]
+    return [Slot(_names().RESULT_ADJOINT, "seed", d.return_type.c_type(scalar))]
 
 
 def adjoint_names(d: Any) -> tuple[str, ...]:
@@ -250,13 +263,13 @@ def adjoint_names(d: Any) -> tuple[str, ...]:
     return tuple(adj) if adj is not None else tuple(d.wrt)
 
 
-def _adjoint_args(d: Any, scalar: str) -> list[_Arg]:
+def _adjoint_slots(d: Any, scalar: str) -> list[Slot]:
     names = _names()
     by_name = {p.name: p for p in d.params}
     taken = {p.name for p in d.params}
     if not _is_void(d.return_type):
         taken.add(names.RESULT_ADJOINT)
-    args = []
+    slots = []
     for j, w in enumerate(adjoint_names(d)):
         if w not in by_name:
             raise GlueError(f"{d.name}: adjoint of {w!r}, which is not a parameter")
@@ -266,23 +279,64 @@ def _adjoint_args(d: Any, scalar: str) -> list[_Arg]:
         while py in taken:  # e.g. a param named y: its adjoint is _d_y0, _d_y is the seed
             py, k = names.adjoint(f"{w}{k}"), k + 1
         taken.add(py)
-        args.append(_Arg(py, f"std::uintptr_t d{j}", f"reinterpret_cast<{t}>(d{j})"))
-    return args
+        slots.append(Slot(py, "adjoint", t, j))
+    return slots
 
 
-def _def(py_name: str, callee: str, ret: str, args: list[_Arg], doc: str) -> str:
-    decls = ", ".join(a.decl for a in args)
-    uses = ", ".join(a.use for a in args)
-    call = f"{callee}({uses})"
-    body = f"return {call};" if ret != "void" else f"{call};"
-    py_names = [a.py_name for a in args]
+def calls(d: Any, scalar: str) -> list[Call]:
+    """Every binding of ``d`` for ``scalar``, in binding order: the primal, ``pullback``,
+    ``grad`` (non-void only), ``reverse_forw``, ``reverse_sweep``."""
+    n, void = d.name, _is_void(d.return_type)
+    targs = f"<{', '.join(scalar for _ in d.template_params)}>" if d.template_params else ""
+    ret = "void" if void else d.return_type.c_type(scalar)
+    P, Y, A = _param_slots(d, scalar), _seed_slots(d, scalar), _adjoint_slots(d, scalar)
+    tape = [Slot(_names().TAPE, "tape", "torchclad::Tape&")]
+    table = {  # kind -> (result, arguments, docstring), in binding order
+        "": (ret, P, f"{n} ({scalar})"),
+        "pullback": ("void", P + Y + A,
+                     f"pullback of {n} ({scalar}); adjoints are addresses, accumulated with +="),
+        "grad": ("void", P + A, f"gradient of {n} ({scalar}), seed 1; adjoints are addresses"),
+        "reverse_forw": (ret, P + tape,
+                         f"{n} ({scalar}), recording what the reverse sweep needs on the tape"),
+        "reverse_sweep": ("void", P + Y + A + tape, f"reverse sweep of {n} ({scalar}); "
+                          "consumes the tape of one reverse_forw call"),
+    }
+    if not _seeded(d):
+        del table["grad"]  # only a floating result has a gradient
+    return [Call(kind, binding_name(n, kind, scalar),
+                 (_names().generated(n, kind) if kind else n) + targs, result, tuple(args), doc)
+            for kind, (result, args, doc) in table.items()]
+
+
+def _pybind_arg(s: Slot) -> tuple[str, str]:
+    """(lambda parameter declaration, expression passed to the C++ function) of a slot."""
+    if s.role == "pointer":
+        return f"std::uintptr_t a{s.index}", f"reinterpret_cast<{s.ctype}>(a{s.index})"
+    if s.role == "scalar" and not _BUILTIN_SCALAR.fullmatch(s.ctype.replace("const ", "").strip()):
+        return f"long long a{s.index}", f"static_cast<{s.ctype}>(a{s.index})"  # an enum
+    if s.role == "scalar":
+        return f"{s.ctype} a{s.index}", f"a{s.index}"
+    if s.role == "seed":
+        return f"{s.ctype} dy", "dy"
+    if s.role == "adjoint":
+        return f"std::uintptr_t d{s.index}", f"reinterpret_cast<{s.ctype}>(d{s.index})"
+    return "torchclad::Tape& tape", "tape"
+
+
+def _def(c: Call) -> str:
+    args = [_pybind_arg(s) for s in c.slots]
+    decls = ", ".join(a for a, _ in args)
+    uses = ", ".join(u for _, u in args)
+    call = f"{c.callee}({uses})"
+    body = f"return {call};" if c.result != "void" else f"{call};"
+    py_names = [s.name for s in c.slots]
     kw = ""
     if len(set(py_names)) == len(py_names):
         kw = "".join(f', py::arg("{n}")' for n in py_names)
     return (
-        f'    m.def("{py_name}",\n'
-        f"          []({decls}) -> {ret} {{ {body} }},\n"
-        f'          "{doc}"{kw},\n'
+        f'    m.def("{c.binding}",\n'
+        f"          []({decls}) -> {c.result} {{ {body} }},\n"
+        f'          "{c.doc}"{kw},\n'
         f"          py::call_guard<py::gil_scoped_release>());\n"
     )
 
@@ -290,28 +344,9 @@ def _def(py_name: str, callee: str, ret: str, args: list[_Arg], doc: str) -> str
 def _derivative_defs(d: Any) -> str:
     """The ``m.def`` of every binding of ``d``, for each of its scalar types."""
     out = []
-    n, void = d.name, _is_void(d.return_type)
-    tape = [_Arg(_names().TAPE, "torchclad::Tape& tape", "tape")]
     for scalar in scalar_types(d):
-        targs = f"<{', '.join(scalar for _ in d.template_params)}>" if d.template_params else ""
-        ret = "void" if void else d.return_type.c_type(scalar)
-        P, Y, A = _param_args(d, scalar), _seed_args(d, scalar), _adjoint_args(d, scalar)
-        calls = {  # kind -> (result, arguments, docstring), in binding order
-            "": (ret, P, f"{n} ({scalar})"),
-            "pullback": ("void", P + Y + A,
-                         f"pullback of {n} ({scalar}); adjoints are addresses, accumulated with +="),
-            "grad": ("void", P + A, f"gradient of {n} ({scalar}), seed 1; adjoints are addresses"),
-            "reverse_forw": (ret, P + tape,
-                             f"{n} ({scalar}), recording what the reverse sweep needs on the tape"),
-            "reverse_sweep": ("void", P + Y + A + tape, f"reverse sweep of {n} ({scalar}); "
-                              "consumes the tape of one reverse_forw call"),
-        }
-        if not _seeded(d):
-            del calls["grad"]  # only a floating result has a gradient
-        out.append(f"    // {n} for {scalar}\n")
-        for kind, (result, args, doc) in calls.items():
-            callee = _names().generated(n, kind) if kind else n
-            out.append(_def(binding_name(n, kind, scalar), callee + targs, result, args, doc))
+        out.append(f"    // {d.name} for {scalar}\n")
+        out.extend(_def(c) for c in calls(d, scalar))
     return "".join(out)
 
 

@@ -8,8 +8,9 @@ The built-in kernels are elementwise and row loops whose speed is the vector wid
 - ``torchclad._C_avx2``     ``+ -mavx2 -mfma``;
 - ``torchclad._C_avx512``   ``+ -mavx512f -mavx512bw -mavx512dq -mavx512vl`` (and AVX2),
 
-the same generated sources each time, each a separate extension module (no symbol of one build
-can leak into another), and :func:`select` picks at import the best one the CPU runs -- by
+the same generated units each time, each a separate shared library (no symbol of one build can
+leak into another; the CPU-specific ones with C entry points instead of pybind11 glue, see
+``aot.py``), and :func:`select` picks at import the best one the CPU runs -- by
 PyTorch's own CPU capability (``torch.backends.cpu.get_cpu_capability()``, which honours
 ``ATEN_CPU_CAPABILITY``), capped by ``$TORCHCLAD_CPU_CAPABILITY`` (``default`` / ``avx2`` /
 ``avx512``). ``$TORCHCLAD_ISA_VARIANTS`` (comma list, default ``avx2,avx512``; empty: none) says
@@ -34,7 +35,11 @@ reads and writes many arrays (primal inputs, their adjoints, weights, outputs): 
 reverse loop has more pairs than that (0.33 ms scalar, 0.09 ms vectorised at B4,T64,C768).
 The limit is raised.
 
-The JIT path (``torchclad.function`` / ``gradient``) is unchanged: plain ``compiler.CXXFLAGS``.
+User kernels (``torchclad.function`` / ``gradient``, :mod:`torchclad.toolchain.jit`) get the same:
+one build for the variant :func:`select` picks on the running CPU (the cache key names it), the
+vector math declarations -- of every one-result function libmvec has (:data:`VECMATH_USER`:
+``erfc``, ``pow``, ``sin``, ``log1p``, ...), not only the built-ins' four -- and the alias-check
+limit, when the compiler offers them (:mod:`torchclad.toolchain.probe`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = ["VARIANTS", "requested_variants", "supported", "accepted", "vecmath_functions",
+           "vecmath_available", "vecmath_all_available", "VECMATH_PAIRS", "VECMATH_USER",
+           "vecmath_prelude",
            "vecmath_header", "VECMATH_CFLAGS", "VECMATH_LIBS", "KERNEL_CFLAGS", "module_names",
            "select"]
 
@@ -62,8 +69,22 @@ _RANK = {"default": 0, "avx2": 1, "avx512": 2}
 VECMATH_CFLAGS: tuple[str, ...] = ("-fno-math-errno",)
 KERNEL_CFLAGS: tuple[str, ...] = ("--param=vect-max-version-for-alias-checks=100",)
 VECMATH_LIBS: tuple[str, ...] = ("mvec",)
-# libm functions the kernels call, with their C names (float, double)
-_VECMATH = (("exp", "expf"), ("log", "logf"), ("tanh", "tanhf"), ("erf", "erff"))
+# libm functions the built-in kernels call, with their C names (double, float)
+VECMATH_PAIRS = (("exp", "expf"), ("log", "logf"), ("tanh", "tanhf"), ("erf", "erff"))
+_VECMATH = VECMATH_PAIRS
+# what user kernels may call: every one-result function of glibc's libmvec (2.35+; older
+# glibcs have fewer, and the probe keeps those that link)
+VECMATH_USER = VECMATH_PAIRS + tuple((f, f + "f") for f in (
+    "erfc", "expm1", "exp2", "exp10", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh",
+    "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "cbrt", "pow", "atan2", "hypot"))
+_BINARY = frozenset(("pow", "atan2", "hypot"))
+_DOUBLES = frozenset(d for d, _ in VECMATH_USER)
+
+
+def _signature(fn: str) -> tuple[str, int]:
+    """(C type, number of arguments) of libm function ``fn`` (``expf``: float, 1)."""
+    base = fn[:-1] if fn.endswith("f") and fn[:-1] in _DOUBLES else fn
+    return ("float" if base != fn else "double"), (2 if base in _BINARY else 1)
 
 
 def _x86_64() -> bool:
@@ -115,21 +136,39 @@ def supported(cxx: Sequence[str], variant: str) -> bool:
 def _decl(fns: Sequence[str]) -> str:
     lines = []
     for f in fns:
-        t = "float" if f.endswith("f") and f[:-1] in {d for d, _ in _VECMATH} else "double"
-        lines.append(f"TORCHCLAD_VECMATH_SIMD {t} {f}({t}) noexcept;")
+        t, n = _signature(f)
+        lines.append(f"TORCHCLAD_VECMATH_SIMD {t} {f}({', '.join([t] * n)}) noexcept;")
     return "\n".join(lines)
 
 
-def _probe_source(fn: str) -> str:
-    t = "float" if fn.endswith("f") and fn[:-1] in {d for d, _ in _VECMATH} else "double"
+def _probe_source(fns: Sequence[str]) -> str:
+    """A program whose loops call the vector version of each function of ``fns``."""
+    loops = []
+    for k, fn in enumerate(fns):
+        t, n = _signature(fn)
+        args = ", ".join(["a[i]"] * n)
+        loops.append(f"{t} a{k}[1024], b{k}[1024];\n"
+                     f"__attribute__((noinline)) void run{k}() {{ {t}* a = a{k}; "
+                     f"for (int i = 0; i < 1024; i++) b{k}[i] = {fn}({args}); }}\n")
+    calls = " ".join(f"run{k}();" for k in range(len(fns)))
     return (
         "#define TORCHCLAD_VECMATH_SIMD __attribute__((__simd__(\"notinbranch\")))\n"
-        f'extern "C" {{\n{_decl([fn])}\n}}\n'
-        "#include <cmath>\n"
-        f"{t} a[1024], b[1024];\n"
-        f"__attribute__((noinline)) void run() {{ for (int i = 0; i < 1024; i++) b[i] = {fn}(a[i]); }}\n"
-        "int main() { run(); return b[0] != b[0]; }\n"
+        f'extern "C" {{\n{_decl(fns)}\n}}\n'
+        "#include <cmath>\n" + "".join(loops)
+        + f"int main() {{ {calls} return b0[0] != b0[0]; }}\n"
     )
+
+
+def vecmath_available(cxx: Sequence[str], fn: str) -> bool:
+    """Whether the libmvec version of libm function ``fn`` links with this compiler + C library
+    (never without libmvec: musl, macOS, non-x86)."""
+    # the SSE variant is what the baseline build calls; the ISA variants add AVX2 / AVX-512
+    return _x86_64() and _links(cxx, _probe_source([fn]), VECMATH_CFLAGS, VECMATH_LIBS)
+
+
+def vecmath_all_available(cxx: Sequence[str], fns: Sequence[str]) -> bool:
+    """Whether the libmvec versions of all of ``fns`` link (one probe program)."""
+    return _x86_64() and _links(cxx, _probe_source(fns), VECMATH_CFLAGS, VECMATH_LIBS)
 
 
 def vecmath_functions(cxx: Sequence[str]) -> list[str]:
@@ -137,13 +176,7 @@ def vecmath_functions(cxx: Sequence[str]) -> list[str]:
     there is no libmvec, e.g. musl, macOS, non-x86)."""
     if not _x86_64():
         return []
-    found = []
-    for dbl, flt in _VECMATH:
-        for fn in (flt, dbl):
-            # the SSE variant is what the baseline build calls; the ISA variants add AVX2 / AVX-512
-            if _links(cxx, _probe_source(fn), VECMATH_CFLAGS, VECMATH_LIBS):
-                found.append(fn)
-    return found
+    return [fn for dbl, flt in _VECMATH for fn in (flt, dbl) if vecmath_available(cxx, fn)]
 
 
 def vecmath_header(functions: Sequence[str]) -> str:
@@ -158,6 +191,18 @@ def vecmath_header(functions: Sequence[str]) -> str:
         'extern "C" {\n'
         f"{_decl(functions)}\n"
         "}\n"
+    )
+
+
+def vecmath_prelude(functions: Sequence[str]) -> str:
+    """The same declarations as the first lines of a user kernel's translation unit
+    (:mod:`torchclad.toolchain.jit`); empty without libmvec."""
+    if not functions:
+        return ""
+    return (
+        "// SIMD declarations of libm functions with libmvec versions (torchclad.toolchain.isa)\n"
+        "#define TORCHCLAD_VECMATH_SIMD __attribute__((__simd__(\"notinbranch\")))\n"
+        f'extern "C" {{\n{_decl(functions)}\n}}\n'
     )
 
 

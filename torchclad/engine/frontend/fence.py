@@ -84,6 +84,8 @@ def check(fn_cursor, filename: str) -> None:
                                 "(only a struct's copy assignment, static member functions of "
                                 "library classes, and non-virtual member functions defined in "
                                 "this source are)")
+        if c.kind in (K.PARM_DECL, K.VAR_DECL):
+            _check_container(c, filename)
 
 
 def _taken_method(ref, filename: str) -> bool:
@@ -96,3 +98,24 @@ def _taken_method(ref, filename: str) -> bool:
     if ref.is_static_method():
         return True          # a plain call (its derivative, if needed, is a custom one)
     return in_file and not ref.is_virtual_method() and not ref.spelling.startswith("operator")
+
+
+def _check_container(decl, filename: str) -> None:
+    """A parameter or local that is a std::vector or std::array: refused with what to write
+    instead (the lowering would otherwise meet its operator[] as a method call)."""
+    t = decl.type
+    while t.kind in (ci.TypeKind.LVALUEREFERENCE, ci.TypeKind.RVALUEREFERENCE,
+                     ci.TypeKind.POINTER):
+        t = t.get_pointee()
+    if t.get_canonical().kind != ci.TypeKind.RECORD:
+        return
+    spelled = t.spelling.replace("const ", "")
+    if "vector<" not in spelled and "array<" not in spelled:
+        return
+    what = "parameter" if decl.kind == K.PARM_DECL else "local"
+    fix = ("pass arrays as pointers (const double* x) with their length as an int parameter"
+           if decl.kind == K.PARM_DECL else
+           "use a fixed-size local array (double t[16]) or a scratch array the caller passes in")
+    raise DiffError(loc_of(decl, filename),
+                    f"{what} '{decl.spelling}' is a {spelled}: std containers are not "
+                    f"supported in differentiated code; {fix}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -34,12 +35,17 @@ def unary_op(cursor) -> str:
     return UNARY_OPS.get(ci.conf.lib.clang_getCursorUnaryOperatorKind(cursor), "?")
 
 
-@functools.lru_cache(maxsize=None)
 def system_include_dirs(cxx: str | None = None) -> tuple:
-    """The include search list of the system C++ compiler (`g++ -E -v`)."""
-    cxx = cxx or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or "c++"
+    """The include search list of the system C++ compiler (`g++ -E -v`). ``cxx`` (default
+    ``$CXX``) is split like a shell word list: ``CXX="g++ -march=native"`` is g++ with a flag."""
+    cxx = cxx or os.environ.get("CXX", "").strip() or shutil.which("g++") or shutil.which("c++") or "c++"
+    return _include_dirs(tuple(shlex.split(cxx)))
+
+
+@functools.lru_cache(maxsize=None)
+def _include_dirs(argv: tuple) -> tuple:
     try:
-        out = subprocess.run([cxx, "-xc++", "-E", "-v", "-"], input="", capture_output=True,
+        out = subprocess.run([*argv, "-xc++", "-E", "-v", "-"], input="", capture_output=True,
                              text=True, timeout=60).stderr
     except (OSError, subprocess.SubprocessError):
         return ()

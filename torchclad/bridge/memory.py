@@ -1,0 +1,35 @@
+"""Where a kernel's arrays live: :class:`Memory` makes the buffers a call hands to C++.
+
+The plain one (:data:`PLAIN`) makes ordinary tensors. A debug op (``torchclad.function(...,
+debug=True)``) uses :class:`torchclad.bridge.guard.GuardedMemory`, whose buffers sit between
+inaccessible pages so that an out-of-bounds access faults (and the fault names the array).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["Memory", "PLAIN"]
+
+
+class Memory:
+    """Buffers for a kernel call (contiguous tensors)."""
+
+    guarded = False
+
+    def copy(self, t: torch.Tensor) -> torch.Tensor:
+        """A contiguous copy of ``t`` (the kernel may write it)."""
+        return t.clone(memory_format=torch.contiguous_format)
+
+    def readable(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` as the kernel reads it (contiguous; ``t`` itself when it is)."""
+        return t.contiguous()
+
+    def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype)
+
+
+PLAIN = Memory()
