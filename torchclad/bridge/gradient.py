@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["Gradient", "gradient"]
+__all__ = ["Compiled", "Gradient", "gradient", "bind_args"]
 
 
 def gradient(source: str, name: str, wrt: Any = None) -> "Gradient":
@@ -31,11 +31,10 @@ def gradient(source: str, name: str, wrt: Any = None) -> "Gradient":
     return Gradient(deriv, toolchain.load(deriv))
 
 
-class Gradient:
-    """The compiled pullback of one function; call it to get gradients.
-
-    ``source`` is the generated C++ derivative code; ``wrt`` the names gradients are returned for.
-    """
+class Compiled:
+    """A compiled derivative of one function: ``source`` (the generated C++), ``wrt``, and its
+    kernel; :class:`Gradient` and the forward-mode callables
+    (:mod:`torchclad.bridge.forward`) are ones."""
 
     def __init__(self, derivative: Any, module: Any):
         from torchclad.bridge.kernel import Kernel
@@ -43,6 +42,10 @@ class Gradient:
         self.derivative = derivative
         self._k = Kernel(derivative, module)
         self.wrt: tuple[str, ...] = tuple(derivative.wrt)
+
+    @property
+    def kernel(self) -> Any:
+        return self._k
 
     @property
     def name(self) -> str:
@@ -55,6 +58,13 @@ class Gradient:
     def dump(self) -> None:
         print(self.source)
 
+
+class Gradient(Compiled):
+    """The compiled pullback of one function; call it to get gradients.
+
+    ``source`` is the generated C++ derivative code; ``wrt`` the names gradients are returned for.
+    """
+
     def __repr__(self) -> str:
         sig = ", ".join(("const " * bool(p.const)) + p.base + "*" * p.pointer + " " + p.name
                         for p in self._k.params)
@@ -65,35 +75,8 @@ class Gradient:
     def __call__(self, *args: Any, grad_outputs: Mapping[str, Any] | None = None) -> tuple:
         import torch
 
-        from torchclad.bridge.kernel import describe
-
         k = self._k
-        if len(args) != len(k.params):
-            names = ", ".join(p.name for p in k.params)
-            raise TypeError(f"{k.name}({names}) takes {len(k.params)} argument(s), got {len(args)}")
-
-        tensors: dict[str, torch.Tensor] = {}
-        for p, a in zip(k.params, args):
-            if p.pointer:
-                tensors[p.name] = _as_tensor(k, p, a)
-            elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
-                raise TypeError(
-                    f"{k.name}: argument '{p.name}' is a scalar {p.base}; got {describe(a)} "
-                    "(pass a Python number)"
-                )
-        scalar = k.pick_scalar(tensors)
-
-        # Copies of every array (the kernel may write to outputs; inputs stay untouched).
-        values: list[Any] = []
-        bufs: dict[str, torch.Tensor] = {}
-        for p, a in zip(k.params, args):
-            if p.pointer:
-                t = tensors[p.name]
-                k.check_tensor(p, t, scalar)
-                bufs[p.name] = t.detach().clone(memory_format=torch.contiguous_format)
-                values.append(bufs[p.name].data_ptr())
-            else:
-                values.append(_as_scalar(k, p, a, scalar))
+        scalar, values, bufs = bind_args(k, args)
 
         grad_outputs = dict(grad_outputs or {})
         seed = 1.0
@@ -129,6 +112,41 @@ class Gradient:
             p = k.by_name[w]
             out.append(adjoints[w] if p.pointer else adjoints[w].item())
         return tuple(out)
+
+
+def bind_args(k: Any, args: tuple) -> tuple:
+    """``(scalar, values, bufs)`` for calling kernel ``k``'s bindings with ``args``: the scalar
+    type the tensors select, the argument of each parameter (an address for an array, a
+    number for a scalar) and the copy of each array (the kernel may write to outputs; the
+    caller's tensors stay untouched). Wrong arguments raise with what was expected."""
+    import torch
+
+    from torchclad.bridge.kernel import describe
+
+    if len(args) != len(k.params):
+        names = ", ".join(p.name for p in k.params)
+        raise TypeError(f"{k.name}({names}) takes {len(k.params)} argument(s), got {len(args)}")
+    tensors: dict[str, torch.Tensor] = {}
+    for p, a in zip(k.params, args):
+        if p.pointer:
+            tensors[p.name] = _as_tensor(k, p, a)
+        elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
+            raise TypeError(
+                f"{k.name}: argument '{p.name}' is a scalar {p.base}; got {describe(a)} "
+                "(pass a Python number)"
+            )
+    scalar = k.pick_scalar(tensors)
+    values: list[Any] = []
+    bufs: dict[str, torch.Tensor] = {}
+    for p, a in zip(k.params, args):
+        if p.pointer:
+            t = tensors[p.name]
+            k.check_tensor(p, t, scalar)
+            bufs[p.name] = t.detach().clone(memory_format=torch.contiguous_format)
+            values.append(bufs[p.name].data_ptr())
+        else:
+            values.append(_as_scalar(k, p, a, scalar))
+    return scalar, values, bufs
 
 
 def _is_array_like(a: Any) -> bool:

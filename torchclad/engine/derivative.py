@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 #: the file name compiler messages give the generated part of a translation unit (a #line)
 GENERATED_FILE = "torchclad-generated.cpp"
 
+#: the entry points of reverse mode (`grad` only for a non-void function)
+REVERSE_KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep")
+
 
 @dataclass(frozen=True)
 class ParamInfo:
@@ -44,6 +47,20 @@ class Derivative:
     # adjoints only, Clad's convention). The bridge uses it to decide whether outputs need a
     # copy around the sweep.
     sweep_writes_primal: bool = True
+    # Which entry points were generated (see torchclad.engine.names.KINDS, and "darg"): the
+    # reverse mode's by default; forward mode adds "pushforward" (and "darg"), forward over
+    # reverse "pullback_pushforward".
+    kinds: tuple = REVERSE_KINDS
+    # f_pushforward's tangent parameters: the names of the parameters that have one, in
+    # parameter order (the wrt parameters and the output arrays).
+    tangents: tuple = ()
+    # The floating arrays the function writes (its outputs), in parameter order.
+    outputs: tuple = ()
+    # The parameter index f_darg<k> differentiates, when it was generated.
+    darg: "int | None" = None
+    # f_pullback_pushforward's tangent parameters: indices into f_pullback's parameters
+    # (params..., [_d_y], adjoints...), in order.
+    second_mask: tuple = ()
 
     @property
     def code(self) -> str:

@@ -32,6 +32,7 @@ MODELED = (ir.Decl, ir.Assign, ir.ExprStmt, ir.Block, ir.If, ir.Loop, ir.Switch,
 class Generated:
     texts: tuple                  # ((name, text), ...) in output order
     sweep_writes_primal: bool     # may the reverse sweep write primal memory
+    functions: tuple = ()         # the same functions as IR (forward mode differentiates them)
 
 
 @dataclass(frozen=True)
@@ -53,29 +54,36 @@ def _var(param: tuple) -> ir.Var:
     return ir.Var(param[1], param[0])
 
 
+def _function(name: str, ret: ir.Type, params: list, body: list, template: tuple,
+              comment: str = "") -> tuple:
+    """(name, text, IR) of one generated function; params as (Type, name)."""
+    text = cpp.function(name, ret, params, body, template, comment)
+    return name, text, ir.Function(name, tuple(map(_var, params)), ret,
+                                   ir.Block(tuple(body)), template)
+
+
 def pullback_and_grad(base: str, fn: ir.Function, sig: Parameters, body: list,
                       comment: str = "") -> list:
     """`base_pullback` with `body`, then `base_grad` (seed 1) when fn returns a floating
     value."""
     pb = names.pullback(base)
-    out = [(pb, cpp.function(pb, ir.VOID, sig.params + sig.seed + sig.adjoints, body,
-                             fn.template, comment))]
+    out = [_function(pb, ir.VOID, sig.params + sig.seed + sig.adjoints, body, fn.template,
+                     comment)]
     if fn.ret.real:
         one = ir.Cast(ir.Const("1", ir.INT), fn.ret.value(), "fn")
         args = tuple(map(_var, sig.params)) + (one,) + tuple(map(_var, sig.adjoints))
-        g = names.grad(base)
-        out.append((g, cpp.function(g, ir.VOID, sig.params + sig.adjoints,
-                                    [ir.ExprStmt(ir.Call(pb, args, ir.VOID))], fn.template)))
+        out.append(_function(names.grad(base), ir.VOID, sig.params + sig.adjoints,
+                             [ir.ExprStmt(ir.Call(pb, args, ir.VOID))], fn.template))
     return out
 
 
 def split_pair(base: str, fn: ir.Function, sig: Parameters, forward: list,
                sweep: list) -> list:
     """`base_reverse_forw` and `base_reverse_sweep` with the given bodies."""
-    forw, rev = names.reverse_forw(base), names.reverse_sweep(base)
-    return [(forw, cpp.function(forw, fn.ret, sig.params + [TAPE_PARAM], forward, fn.template)),
-            (rev, cpp.function(rev, ir.VOID, sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
-                               sweep, fn.template))]
+    return [_function(names.reverse_forw(base), fn.ret, sig.params + [TAPE_PARAM], forward,
+                      fn.template),
+            _function(names.reverse_sweep(base), ir.VOID,
+                      sig.params + sig.seed + sig.adjoints + [TAPE_PARAM], sweep, fn.template)]
 
 
 def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
@@ -99,10 +107,10 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
             combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
         texts += pullback_and_grad(node.base, fn, sig, combined)
     texts += split_pair(node.base, fn, sig, forward, sweep)
-    return Generated(tuple(texts), writes)
+    return Generated(tuple((n, t) for n, t, _ in texts), writes, tuple(f for _, _, f in texts))
 
 
-def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tuple:
+def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> Generated:
     """A requested function with a clad::custom_derivatives pullback: the pullback and the
     split pair call the primal and the custom pullback (no body is differentiated)."""
     cfn = module.customs[names.pullback(fn.name)]
@@ -126,9 +134,10 @@ def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tupl
                                       ir.VOID))
     primal = ir.Call(fn.name, tuple(fn.params), fn.ret, True)
     ret_primal = ir.Return(primal) if fn.ret.base != "void" else ir.ExprStmt(primal)
-    return tuple(pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
-                                   "custom derivative: " + cfn.name) +
-                 split_pair(fn.name, fn, sig, [ret_primal], [call_custom]))
+    out = pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
+                            "custom derivative: " + cfn.name) + \
+        split_pair(fn.name, fn, sig, [ret_primal], [call_custom])
+    return Generated(tuple((n, t) for n, t, _ in out), False, tuple(f for _, _, f in out))
 
 
 def uses_tape(stmts) -> bool:

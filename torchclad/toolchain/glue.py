@@ -11,6 +11,18 @@ for a template, the declared floating type otherwise; suffix ``f32`` / ``f64``) 
 - ``{name}_reverse_forw_{sfx}``    split mode, forward part, records on a ``Tape``,
 - ``{name}_reverse_sweep_{sfx}``   split mode, reverse part, consumes the ``Tape``,
 
+and, where the Derivative has them (``Derivative.kinds``), forward mode's
+
+- ``{name}_pushforward_{sfx}``     ``(params..., tangents...)`` with a tangent for each of
+                                   ``Derivative.tangents`` (a number for a scalar parameter, an
+                                   address for an array); returns ``(value, tangent)`` for a
+                                   non-void primal,
+- ``{name}_darg_{sfx}``            ``f_darg<k>(params...)``, ``k`` = ``Derivative.darg``,
+- ``{name}_pullback_pushforward_{sfx}``  forward over reverse: the pullback's arguments, then
+                                   a tangent for each index of ``Derivative.second_mask`` into
+                                   them (numbers for scalars, addresses for arrays and
+                                   adjoints),
+
 and the module binds ``torchclad::Tape`` as ``Tape`` (``size_bytes()``, ``empty()``,
 ``clear()``), module-local so that several modules can each bind it.
 
@@ -249,11 +261,16 @@ def _adjoint_args(d: Any, scalar: str) -> list[_Arg]:
     return args
 
 
-def _def(py_name: str, callee: str, ret: str, args: list[_Arg], doc: str) -> str:
+def _def(py_name: str, callee: str, ret: str, args: list[_Arg], doc: str,
+         pair: bool = False) -> str:
+    """One ``m.def``; ``pair``: the callee returns a ``clad::ValueAndPushforward``, which the
+    binding returns as a ``(value, tangent)`` tuple."""
     decls = ", ".join(a.decl for a in args)
     uses = ", ".join(a.use for a in args)
     call = f"{callee}({uses})"
     body = f"return {call};" if ret != "void" else f"{call};"
+    if pair:
+        body = f"auto r = {call}; return {ret}(r.value, r.pushforward);"
     py_names = [a.py_name for a in args]
     kw = ""
     if len(set(py_names)) == len(py_names):
@@ -266,10 +283,75 @@ def _def(py_name: str, callee: str, ret: str, args: list[_Arg], doc: str) -> str
     )
 
 
+def _tangent_arg(i: int, ctype: str, pointer: bool, py: str) -> _Arg:
+    if pointer:
+        return _Arg(py, f"std::uintptr_t t{i}", f"reinterpret_cast<{ctype}>(t{i})")
+    return _Arg(py, f"{ctype} t{i}", f"t{i}")
+
+
+def _tangent_args(d: Any, scalar: str, taken: set) -> list[_Arg]:
+    """f_pushforward's tangents: one per ``Derivative.tangents`` name."""
+    names = _names()
+    by_name = {p.name: p for p in d.params}
+    out = []
+    for i, w in enumerate(getattr(d, "tangents", ())):
+        p = by_name[w]
+        py = names.tangent(w, taken)
+        taken.add(py)
+        ctype = p.c_type(scalar) if p.pointer else _base(p, d, scalar)
+        out.append(_tangent_arg(i, ctype, bool(p.pointer), py))
+    return out
+
+
+def _second_args(d: Any, scalar: str, pullback: list[_Arg], taken: set) -> list[_Arg]:
+    """f_pullback_pushforward's tangents: one per index of ``Derivative.second_mask`` into
+    the pullback's arguments (params, [seed], adjoints)."""
+    names = _names()
+    nparams, seed = len(d.params), 0 if _is_void(d.return_type) else 1
+    out = []
+    for j, i in enumerate(getattr(d, "second_mask", ())):
+        py = names.tangent(pullback[i].py_name, taken)
+        taken.add(py)
+        if i < nparams:
+            p = d.params[i]
+            ctype = p.c_type(scalar) if p.pointer else _base(p, d, scalar)
+            out.append(_tangent_arg(100 + j, ctype, bool(p.pointer), py))
+        elif i < nparams + seed:
+            out.append(_tangent_arg(100 + j, d.return_type.c_type(scalar), False, py))
+        else:
+            adj = {p.name: p for p in d.params}[adjoint_names(d)[i - nparams - seed]]
+            out.append(_tangent_arg(100 + j, _adjoint_type(adj, d, scalar), True, py))
+    return out
+
+
+def _forward_calls(d: Any, scalar: str, ret: str, P, Y, A) -> dict:
+    """kind -> (result, arguments, docstring, pair) of the forward bindings ``d`` has."""
+    kinds, n = getattr(d, "kinds", ()), d.name
+    taken = {a.py_name for a in P + Y + A}
+    calls = {}
+    if "pushforward" in kinds:
+        pair = ret != "void"
+        calls["pushforward"] = (f"std::pair<{ret}, {ret}>" if pair else "void",
+                                P + _tangent_args(d, scalar, set(taken)),
+                                f"pushforward of {n} ({scalar}): tangents in, "
+                                "(value, tangent) out", pair)
+    if "darg" in kinds:
+        calls["darg"] = (ret, P, f"derivative of {n} ({scalar}) w.r.t. parameter {d.darg}",
+                         False)
+    if "pullback_pushforward" in kinds:
+        calls["pullback_pushforward"] = (
+            "void", P + Y + A + _second_args(d, scalar, P + Y + A, set(taken)),
+            f"forward over reverse: the pushforward of {n}'s pullback ({scalar})", False)
+    return calls
+
+
 def _derivative_defs(d: Any) -> str:
     """The ``m.def`` of every binding of ``d``, for each of its scalar types."""
+    from torchclad.engine.derivative import REVERSE_KINDS
+
     out = []
     n, void = d.name, _is_void(d.return_type)
+    kinds = getattr(d, "kinds", REVERSE_KINDS)
     tape = [_Arg(_names().TAPE, "torchclad::Tape& tape", "tape")]
     for scalar in scalar_types(d):
         targs = f"<{', '.join(scalar for _ in d.template_params)}>" if d.template_params else ""
@@ -287,10 +369,15 @@ def _derivative_defs(d: Any) -> str:
         }
         if void:
             del calls["grad"]  # only a non-void primal has a gradient
+        calls = {k: v + (False,) for k, v in calls.items() if not k or k in kinds}
+        calls.update(_forward_calls(d, scalar, ret, P, Y, A))
         out.append(f"    // {n} for {scalar}\n")
-        for kind, (result, args, doc) in calls.items():
+        for kind, (result, args, doc, pair) in calls.items():
             callee = _names().generated(n, kind) if kind else n
-            out.append(_def(binding_name(n, kind, scalar), callee + targs, result, args, doc))
+            if kind == "darg":
+                callee = _names().darg(n, d.darg)
+            out.append(_def(binding_name(n, kind, scalar), callee + targs, result, args, doc,
+                            pair))
     return "".join(out)
 
 

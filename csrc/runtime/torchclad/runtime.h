@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "tape.h"
+#include "forward.h"  // clad::ValueAndPushforward, tape helpers of forward mode
 
 // TORCHCLAD_WRITE_ONCE on a pointer parameter promises the engine that, during one call, each
 // element of the buffer is written at most once and read only after it is written (an
