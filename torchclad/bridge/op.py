@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from torchclad.bridge import autograd
+from torchclad.bridge import autograd, higher
 from torchclad.bridge.kernel import Kernel
 from torchclad.bridge.plan import Planner, Record
 from torchclad.bridge.scratch import SweepBuffers
@@ -92,12 +92,15 @@ def function(source: str, name: str, *, inputs: Sequence[str],
     digest = hashlib.sha256(spec_text.encode()).hexdigest()[:10]
     kernel = Kernel(deriv, toolchain.load(deriv))
     opname = f"{op_identifier(name)}_{digest}"
-    return make_op(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes).op
+    return make_op(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes,
+                   higher_order=lambda: engine.differentiate(source, name, None,
+                                                             modes=("forward", "second"))).op
 
 
 def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapping,
             sizes: Mapping | None = None, zero_outputs: bool = True,
-            static_sizes: Sequence[str] = ()) -> "KernelOp":
+            static_sizes: Sequence[str] = (),
+            higher_order: Callable | None = None) -> "KernelOp":
     """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before.
 
     ``zero_outputs=False``: the kernel writes every element of each output (so they need not be
@@ -115,7 +118,8 @@ def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapp
             n += 1
             opname = f"{base}_{n}"
         op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {},
-                      zero_outputs=zero_outputs, static_sizes=static_sizes)
+                      zero_outputs=zero_outputs, static_sizes=static_sizes,
+                      higher_order=higher_order)
         _ops[opname] = op
         return op
 
@@ -150,7 +154,8 @@ class KernelOp:
     that manage the adjoints themselves."""
 
     def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes,
-                 zero_outputs: bool = True, static_sizes: Sequence[str] = ()):
+                 zero_outputs: bool = True, static_sizes: Sequence[str] = (),
+                 higher_order: Callable | None = None):
         self.k = k = kernel
         self.opname = opname
         self.qualname = f"{NAMESPACE}::{opname}"
@@ -190,7 +195,8 @@ class KernelOp:
             self.has_ret and not k.is_float(k.ret))
         self.buffers = SweepBuffers(k, self.inputs, self.out_names, self.diff_in, self.diff_out,
                                     zero_pool=not self.zero_outputs)
-        self._define()
+        self.higher = None
+        self._define(higher_order)
         self._function = autograd.make_function(self)
 
     def same_spec(self, kernel, inputs, outputs, sizes) -> bool:
@@ -251,8 +257,10 @@ class KernelOp:
         if not self.outputs and k.ret is None:
             raise ValueError(f"{sig}: a void kernel needs at least one entry in outputs")
 
-    def _define(self) -> None:
-        """Register the custom op, its fake and (with differentiable inputs) its autograd."""
+    def _define(self, derive_higher: Callable | None) -> None:
+        """Register the custom op, its fake and (with differentiable inputs) its autograd, and
+        with ``derive_higher`` the jvp, double backward and vmap of
+        :mod:`torchclad.bridge.higher`."""
         in_names = [_arg_name(n) for n in self.inputs]
         rets = ["Tensor"] * self.n_out
         schema = f"({', '.join('Tensor ' + n for n in in_names)}) -> " + (
@@ -261,6 +269,10 @@ class KernelOp:
         self.op.register_fake(self._fake)
         if self.diff_in:
             autograd.register(self)
+        if self.diff_in and derive_higher is not None:
+            self.higher = higher.Higher(self, derive_higher)
+            self.op.__class__ = higher.HigherOrderOp
+            self.op.torchclad_functions = self.higher.functions
 
     def _fake(self, *ins):
         outs = self.planner.fake_outputs(ins)
@@ -269,9 +281,16 @@ class KernelOp:
     # ---- calls
 
     def __call__(self, *ins):
-        """``self.op(*ins)``, by the fast lane when that is plain eager autograd."""
-        if torch.compiler.is_compiling() or not autograd.plain_call(ins):
-            return self.op(*ins)
+        """``self.op(*ins)``, by the fast lane when that is plain eager autograd (by the
+        autograd.Function pair with a jvp under forward AD or a torch.func transform)."""
+        if self.higher is not None and higher.needs_functions():
+            if torch.compiler.is_compiling():
+                raise higher.compile_transform_error(self.qualname)
+            return self.higher.functions.op.apply(*ins)
+        if torch.compiler.is_compiling():
+            return self.op._opoverload(*ins)
+        if not autograd.plain_call(ins):
+            return self.op._opoverload(*ins)
         if not (torch.is_grad_enabled() and any(t.requires_grad for t in ins)):
             outs, _ = self.run_forward(ins, record=False)
             return outs[0] if len(outs) == 1 else tuple(outs)
@@ -300,12 +319,10 @@ class KernelOp:
 
     # ---- split mode: the forward and the reverse sweep
 
-    def run_forward(self, ins: Sequence[torch.Tensor], record: bool):
-        """Run the kernel on ``ins`` (checked); returns ``(outputs, Record or None)``: with
-        ``record``, ``f_reverse_forw`` runs and the record holds what the sweep needs."""
-        k = self.k
+    def bind(self, ins: Sequence[torch.Tensor]):
+        """``(plan, bufs, args)`` of one call: the buffers the kernel runs on (a copy of each
+        input it may write, the outputs allocated) and its argument list (addresses, sizes)."""
         plan = self._plan(ins)
-        scalar = plan.scalar
         bufs: dict[str, torch.Tensor] = {}
         # (no autograd graph is recorded here: the fast lane's Function.forward and the op's
         # implementation run without it, so the inputs need no detach)
@@ -321,6 +338,14 @@ class KernelOp:
         for i, fn, conv in plan.dyn:
             v = fn(*ins)
             args[i] = conv(v.item() if isinstance(v, torch.Tensor) else v)
+        return plan, bufs, args
+
+    def run_forward(self, ins: Sequence[torch.Tensor], record: bool):
+        """Run the kernel on ``ins`` (checked); returns ``(outputs, Record or None)``: with
+        ``record``, ``f_reverse_forw`` runs and the record holds what the sweep needs."""
+        k = self.k
+        plan, bufs, args = self.bind(ins)
+        scalar = plan.scalar
         rec = None
         if record:
             tape = k.new_tape()
