@@ -110,7 +110,8 @@ def loop_vmap(call: Callable, n_out: int):
 
 class Higher:
     """The forward-mode and second-order ops of one KernelOp. ``derive()`` returns the
-    kernel's Derivative with modes ("forward", "second"); it is compiled on first use."""
+    kernel's Derivative with modes ("forward", "second") and the extra linker flags its module
+    needs (BLAS); it is compiled on first use."""
 
     def __init__(self, kop: Any, derive: Callable):
         self.kop = kop
@@ -130,8 +131,8 @@ class Higher:
                     from torchclad import toolchain
                     from torchclad.bridge.kernel import Kernel
 
-                    d = self._derive()
-                    self._kernel = Kernel(d, toolchain.load(d))
+                    d, ldflags = self._derive()
+                    self._kernel = Kernel(d, toolchain.load(d, extra_ldflags=ldflags))
         return self._kernel
 
     # ---- the two ops

@@ -93,8 +93,9 @@ def function(source: str, name: str, *, inputs: Sequence[str],
     kernel = Kernel(deriv, toolchain.load(deriv))
     opname = f"{op_identifier(name)}_{digest}"
     return make_op(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes,
-                   higher_order=lambda: engine.differentiate(source, name, None,
-                                                             modes=("forward", "second"))).op
+                   higher_order=lambda: (engine.differentiate(source, name, None,
+                                                              modes=("forward", "second")),
+                                         ())).op
 
 
 def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapping,

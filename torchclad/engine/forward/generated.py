@@ -1,5 +1,11 @@
 """Generated functions as forward mode's input (forward over reverse).
 
+A stop-gradient (`torchclad::detach(v)`) is `v` here (`as_function`): its reverse dropped the
+derivative through v on purpose (the result does not depend on v where the kernel uses it), but
+the pullback it left is a function of v like of any other value -- layernorm's pullback, with
+the variance taken around detach(mean), changes with the mean -- and forward mode over that
+pullback must see the whole function to give its exact derivative.
+
 The reverse generator hands over each function it generated as IR (`Generated.functions`),
 built with the engine's own names: its variables have no identities of their own (uid 0).
 `renumber` gives every distinct name one identity (a generated function declares each name
@@ -11,11 +17,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ir
+from ..rules import math as rules
 
 
 def _expr(e, uid_of):
     if isinstance(e, ir.Var):
         return replace(e, uid=uid_of(e))
+    if isinstance(e, ir.Call) and not e.user and len(e.args) == 1:
+        rule = rules.lookup(ir.call_name(e.fn))
+        if rule is not None and rule.identity:
+            return _expr(e.args[0], uid_of)
     kids = ir.children(e)
     if not kids:
         return e
@@ -51,7 +62,8 @@ def _stmt(s, uid_of):
 
 
 def renumber(fn: ir.Function) -> ir.Function:
-    """fn with one uid per variable name (globals keep theirs)."""
+    """fn as forward mode differentiates it: one uid per variable name (globals keep theirs),
+    stop-gradients replaced by their argument."""
     uids: dict = {}
 
     def uid_of(v: ir.Var) -> int:

@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import ir, names
 from .generated import renumber
@@ -33,6 +33,11 @@ def _texts(planner: ForwardPlanner) -> tuple:
 def pushforward(module: ir.Module, options, fn: ir.Function, wrt: tuple,
                 outputs: tuple) -> Result:
     planner = ForwardPlanner(module, options, {})
+    if names.pushforward(fn.name) in module.customs:
+        # a custom pushforward: f_pushforward calls it (the body is not differentiated)
+        call = ir.Call(fn.name, tuple(fn.params), fn.ret, True)
+        body = ir.Return(call, fn.loc) if fn.ret.base != "void" else ir.ExprStmt(call, fn.loc)
+        fn = replace(fn, body=ir.Block((body,)))
     mask = tuple(i for i, p in enumerate(fn.params) if p in wrt or p in outputs)
     planner.visit(fn, mask, "top", top_name=names.pushforward(fn.name))
     darg = None

@@ -204,7 +204,7 @@ class Assembler:
             t = d.var.type
             base = "unsigned char" if t.base == "bool" and not t.ptr else t.value().spell()
             out.append(ir.Var(self.names.fresh(names.SAVED_PREFIX, ir.INT).name,
-                              ir.Type(base, vector=True), 0))
+                              ir.Type(base, vector=True, real=t.real and not t.ptr), 0))
         return out
 
     def _offset(self, canon) -> ir.Expr:

@@ -29,6 +29,9 @@ class Rule:
     pullbacks: tuple            # one per argument; None = that argument gets no derivative
     uses_result: bool = False
     zero: bool = False          # piecewise constant: derivative 0 everywhere (floor, ceil)
+    # the value is the argument, the derivative dropped (a stop-gradient): a generated pullback
+    # is a function of it like of anything else, so forward over reverse reads it as identity
+    identity: bool = False
 
 
 def _aliases(base: str) -> tuple:
@@ -76,7 +79,7 @@ RULES = (
     Rule(_aliases("trunc"), (None,), zero=True),
     # identity in the forward, no derivative: a stop-gradient (e.g. the max shift of a
     # softmax, which the result does not depend on); defined in torchclad/runtime.h
-    Rule(("torchclad::detach", "::torchclad::detach"), (None,), zero=True),
+    Rule(("torchclad::detach", "::torchclad::detach"), (None,), zero=True, identity=True),
     Rule(_aliases("fmod"), ("{d}", f"-{{d}} * {RT}trunc_div({{x0}}, {{x1}})")),
     # ---- the runtime helpers of the pullbacks above: their own derivatives (second order)
     Rule(_rt("ln2"), (None,), zero=True),
