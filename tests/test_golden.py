@@ -36,7 +36,11 @@ CASES = _cases()
 @pytest.mark.parametrize("name,src,fn,wrt", CASES, ids=[c[0] for c in CASES])
 def test_golden(request, name, src, fn, wrt):
     code = differentiate(src.read_text(), fn, wrt, filename=src.name).code
-    expected = GOLDEN / f"{name}.expected.cpp"
+    check_golden(request, GOLDEN / f"{name}.expected.cpp", name, code)
+
+
+def check_golden(request, expected: Path, name: str, code: str) -> None:
+    """``code`` equals the golden file ``expected`` (rewritten with --update-golden)."""
     if request.config.getoption("--update-golden"):
         expected.write_text(code)
     assert expected.exists(), f"no golden file {expected.name}; run pytest --update-golden"

@@ -58,6 +58,24 @@ POINTS = {
     "trunc": (math.trunc, [(1.3,), (-2.6,)]),
     "torchclad::detach": (_detach, [(0.7,)]),
     "fmod": (math.fmod, [(5.3, 2.1), (-7.4, 1.9)]),
+    # the runtime helpers of the pullbacks (their rules are the second derivatives)
+    "torchclad::rt::ln2": (lambda y: math.log(2.0), [(0.7,)]),
+    "torchclad::rt::ln10": (lambda y: math.log(10.0), [(0.7,)]),
+    "torchclad::rt::d_sqrt": (lambda y: 0.5 / y, [(0.8,), (2.5,)]),
+    "torchclad::rt::d_cbrt": (lambda y: 1 / (3 * y * y), [(1.3,), (-0.7,)]),
+    "torchclad::rt::d_tanh": (lambda y: 1 - y * y, [(0.4,), (-0.8,)]),
+    "torchclad::rt::d_tan": (lambda y: 1 + y * y, [(0.4,), (-0.8,)]),
+    "torchclad::rt::d_asin": (lambda x: 1 / math.sqrt(1 - x * x), [(0.3,), (-0.6,)]),
+    "torchclad::rt::d_atan": (lambda x: 1 / (1 + x * x), [(0.3,), (-2.6,)]),
+    "torchclad::rt::d_atan2_y": (lambda y, x: x / (x * x + y * y), [(0.5, 1.2), (-0.7, -0.4)]),
+    "torchclad::rt::d_atan2_x": (lambda y, x: -y / (x * x + y * y), [(0.5, 1.2), (-0.7, -0.4)]),
+    "torchclad::rt::d_erf": (lambda x: 2 / math.sqrt(math.pi) * math.exp(-x * x), [(0.3,), (-1.1,)]),
+    "torchclad::rt::sign": (lambda x: math.copysign(1.0, x), [(0.7,), (-1.2,)]),
+    "torchclad::rt::d_max_a": (lambda a, b: 1.0 if a > b else 0.0, [(1.0, 2.0), (2.5, -1.0)]),
+    "torchclad::rt::d_min_a": (lambda a, b: 1.0 if a < b else 0.0, [(1.0, 2.0), (2.5, -1.0)]),
+    "torchclad::rt::trunc_div": (lambda x, y: math.trunc(x / y), [(5.3, 2.1), (-7.4, 1.9)]),
+    "torchclad::rt::d_pow_base": (lambda x, p: p * x ** (p - 1), [(1.7, 2.3), (0.6, -1.4)]),
+    "torchclad::rt::d_pow_exp": (lambda x, p, y: y * math.log(x), [(1.7, 2.3, 0.8), (0.6, -1.4, 2.1)]),
 }
 
 # libstdc++ before GCC 14 (bug 79700) lacks std::expf, std::sinf, ...; the kernel declares the

@@ -159,11 +159,15 @@ def test_compile_fullgraph(mul_tanh):
         torch.testing.assert_close(gb, rb)
 
 
-def test_double_backward_raises_clearly(mul_tanh):
+def test_double_backward_is_generated_and_third_order_refused(mul_tanh):
+    # (issue "Every derivative from one kernel": the backward is itself differentiable,
+    # forward over reverse; tests/test_higher_order.py covers the rest of the contract)
     a, b = _pair()
+    assert torch.autograd.gradgradcheck(mul_tanh, (a, b))
     (ga,) = torch.autograd.grad(mul_tanh(a, b).sum(), (a,), create_graph=True)
-    with pytest.raises(RuntimeError, match="double backward .* not supported"):
-        ga.sum().backward()
+    (gaa,) = torch.autograd.grad(ga.sum(), (a,), create_graph=True)
+    with pytest.raises(RuntimeError, match="third derivative is not supported"):
+        gaa.sum().backward()
 
 
 # ---- errors

@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 
 from torchclad.bridge.gradient import Gradient, gradient  # no heavy top-level imports
 
-__all__ = ["gradient", "function", "Gradient", "__version__"]
+__all__ = ["gradient", "function", "differentiate", "jacobian", "hessian", "Gradient",
+           "__version__"]
 
 
 def function(source, name, *, inputs, outputs, sizes=None, input_shapes=None, debug=False,
@@ -30,6 +31,27 @@ def function(source, name, *, inputs, outputs, sizes=None, input_shapes=None, de
     return _function(source, name, inputs=inputs, outputs=outputs, sizes=sizes,
                      input_shapes=input_shapes, debug=debug, extra_cflags=extra_cflags,
                      filename=filename)
+
+
+def differentiate(source, name, arg):
+    """Forward mode, like ``clad::differentiate``; see :func:`torchclad.bridge.forward.differentiate`."""
+    from torchclad.bridge.forward import differentiate as _differentiate
+
+    return _differentiate(source, name, arg)
+
+
+def jacobian(source, name, wrt=None):
+    """The Jacobian matrix, like ``clad::jacobian``; see :func:`torchclad.bridge.forward.jacobian`."""
+    from torchclad.bridge.forward import jacobian as _jacobian
+
+    return _jacobian(source, name, wrt)
+
+
+def hessian(source, name, wrt=None):
+    """The Hessian matrix, like ``clad::hessian``; see :func:`torchclad.bridge.forward.hessian`."""
+    from torchclad.bridge.forward import hessian as _hessian
+
+    return _hessian(source, name, wrt)
 
 
 def __getattr__(attr):

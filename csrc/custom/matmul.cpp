@@ -12,6 +12,15 @@
 //   d bias   (OC)     += sum over rows of d out
 // Adjoints accumulate (+=); a null adjoint is skipped (not wanted); d out is zeroed afterwards,
 // as in the engine's own pullbacks: out was overwritten, so its previous value gets no gradient.
+//
+// Forward mode, the same products with tangents (Clad's pushforward convention: the
+// parameters, then a tangent for each floating parameter; a null tangent is zero):
+//   matmul_forward_pushforward           t out = t inp @ weight^T + inp @ t weight^T + t bias
+//   matmul_forward_pullback_pushforward  the tangent of the pullback (second order, forward
+//                                        over reverse):
+//     t d inp    += t d out @ weight + d out @ t weight
+//     t d weight += t d out^T @ inp + d out^T @ t inp
+//     t d bias   += sum over rows of t d out;  t d out = 0
 namespace clad {
 namespace custom_derivatives {
 
@@ -48,6 +57,53 @@ void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bia
         T* g = _d_out + static_cast<long>(i) * OC;
         for (int j = 0; j < OC; j++) g[j] = T(0);
     }
+}
+
+template <typename T>
+void matmul_forward_pushforward(T* out, const T* inp, const T* weight, const T* bias, int BT,
+                                int C, int OC, T* _d_out, const T* _d_inp, const T* _d_weight,
+                                const T* _d_bias) {
+    matmul_forward(out, inp, weight, bias, BT, C, OC);
+    if (_d_out == nullptr || BT <= 0 || OC <= 0) return;
+    for (int i = 0; i < BT; i++) {
+        T* o = _d_out + i * OC;
+        for (int j = 0; j < OC; j++) o[j] = (_d_bias != nullptr && bias != nullptr) ? _d_bias[j] : T(0);
+    }
+    if (C <= 0) return;
+    // as in matmul_forward: out^T (OC, BT) += weight (OC, C) . inp^T (C, BT), column-major
+    if (_d_inp != nullptr) matmul_gemm(true, false, OC, BT, C, T(1), weight, C, _d_inp, C, T(1), _d_out, OC);
+    if (_d_weight != nullptr) matmul_gemm(true, false, OC, BT, C, T(1), _d_weight, C, inp, C, T(1), _d_out, OC);
+}
+
+template <typename T>
+void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, const T* bias,
+                                         int BT, int C, int OC, T* _d_out, T* _d_inp,
+                                         T* _d_weight, T* _d_bias, T* t_out, const T* t_inp,
+                                         const T* t_weight, const T* t_bias, T* t_d_out,
+                                         T* t_d_inp, T* t_d_weight, T* t_d_bias) {
+    (void)t_out;   // the pullback does not write out
+    (void)t_bias;  // nor read bias's value
+    if (BT > 0 && OC > 0) {
+        // the tangents first: they read d out, which the pullback zeroes
+        if (C > 0 && t_d_inp != nullptr) {
+            if (t_d_out != nullptr) matmul_gemm(false, false, C, BT, OC, T(1), weight, C, t_d_out, OC, T(1), t_d_inp, C);
+            if (t_weight != nullptr) matmul_gemm(false, false, C, BT, OC, T(1), t_weight, C, _d_out, OC, T(1), t_d_inp, C);
+        }
+        if (C > 0 && t_d_weight != nullptr) {
+            if (t_d_out != nullptr) matmul_gemm(false, true, C, OC, BT, T(1), inp, C, t_d_out, OC, T(1), t_d_weight, C);
+            if (t_inp != nullptr) matmul_gemm(false, true, C, OC, BT, T(1), t_inp, C, _d_out, OC, T(1), t_d_weight, C);
+        }
+        if (t_d_out != nullptr) {
+            for (int i = 0; i < BT; i++) {
+                T* g = t_d_out + i * OC;
+                if (t_d_bias != nullptr && bias != nullptr) {
+                    for (int j = 0; j < OC; j++) t_d_bias[j] += g[j];
+                }
+                for (int j = 0; j < OC; j++) g[j] = T(0);
+            }
+        }
+    }
+    matmul_forward_pullback(out, inp, weight, bias, BT, C, OC, _d_out, _d_inp, _d_weight, _d_bias);
 }
 
 }  // namespace custom_derivatives

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["Gradient", "gradient"]
+__all__ = ["Compiled", "Gradient", "gradient", "bind_args"]
 
 
 def gradient(source: Any, name: str, wrt: Any = None, *, debug: bool = False,
@@ -81,12 +81,13 @@ def select_wrt(sig: Any, wrt: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
-class Gradient:
-    """The compiled pullback of one function; call it to get gradients.
+class Compiled:
+    """A compiled derivative of one function: ``source`` (the generated C++), ``wrt``, and its
+    kernel; :class:`Gradient` and the forward-mode callables (:mod:`torchclad.bridge.forward`)
+    are ones.
 
-    ``source`` is the generated C++ derivative code; ``wrt`` the names gradients are returned for.
-    ``derivative`` is the Derivative-like signature of the build (``module``) whose pullback
-    runs; ``wrt`` defaults to its ``wrt``; ``code`` is ``source`` when known, else
+    ``derivative`` is the Derivative-like signature of the build (``module``) whose functions
+    run; ``wrt`` defaults to its ``wrt``; ``code`` is ``source`` when known, else
     ``regenerate = (source, name, wrt, filename, clang args)`` says how the engine makes it.
     """
 
@@ -100,6 +101,10 @@ class Gradient:
         self._code = code if code is not None or regenerate else getattr(derivative, "code", "")
         self._regenerate = regenerate
         self.debug = debug
+
+    @property
+    def kernel(self) -> Any:
+        return self._k
 
     @property
     def name(self) -> str:
@@ -118,6 +123,13 @@ class Gradient:
     def dump(self) -> None:
         print(self.source)
 
+
+class Gradient(Compiled):
+    """The compiled pullback of one function; call it to get gradients.
+
+    ``source`` is the generated C++ derivative code; ``wrt`` the names gradients are returned for.
+    """
+
     def __repr__(self) -> str:
         sig = ", ".join(("const " * bool(p.const)) + p.base + "*" * p.pointer + " " + p.name
                         for p in self._k.params)
@@ -129,9 +141,6 @@ class Gradient:
         import torch
 
         k = self._k
-        if len(args) != len(k.params):
-            names = ", ".join(p.name for p in k.params)
-            raise TypeError(f"{k.name}({names}) takes {len(k.params)} argument(s), got {len(args)}")
         mem = self._memory()
         scalar, values, bufs = self._arguments(args, mem)
         grad_outputs = dict(grad_outputs or {})
@@ -182,38 +191,7 @@ class Gradient:
         return guard.GUARDED if self.debug else memory.PLAIN
 
     def _arguments(self, args: tuple, mem: Any) -> tuple[str, list, dict]:
-        """``(scalar type, the kernel's arguments, {param: buffer})`` for ``args``: every array
-        copied (the kernel may write to outputs; inputs stay untouched), scalars converted."""
-        import torch
-
-        from torchclad.bridge.kernel import describe
-
-        k = self._k
-        tensors: dict[str, torch.Tensor] = {}
-        for p, a in zip(k.params, args):
-            if p.pointer and a is None:
-                continue                      # a null pointer (its adjoint is null too)
-            if p.pointer:
-                tensors[p.name] = _as_tensor(k, p, a)
-            elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
-                raise TypeError(
-                    f"{k.name}: argument '{p.name}' is a scalar {p.base}; got {describe(a)} "
-                    "(pass a Python number)"
-                )
-        scalar = k.pick_scalar(tensors)
-        values: list[Any] = []
-        bufs: dict[str, torch.Tensor] = {}
-        for p, a in zip(k.params, args):
-            if p.pointer and a is None:
-                values.append(0)
-            elif p.pointer:
-                t = tensors[p.name]
-                k.check_tensor(p, t, scalar)
-                bufs[p.name] = mem.copy(t.detach())
-                values.append(bufs[p.name].data_ptr())
-            else:
-                values.append(_as_scalar(k, p, a, scalar))
-        return scalar, values, bufs
+        return bind_args(self._k, args, mem)
 
     def _debug_run(self, scalar: str, values: list, bufs: dict, call: list, adjoints: dict):
         """A debug build: the user's own function first, on copies (a fault there is reported
@@ -241,6 +219,50 @@ class Gradient:
                            f"the gradient of '{n[2:]}'"): t for n, t in arrays.items()}
                 raise guard.explain(f, labels, op=f"{k.name} (debug build)",
                                     user_file=user_file, stage=stage) from None
+
+
+def bind_args(k: Any, args: tuple, mem: Any = None) -> tuple[str, list, dict]:
+    """``(scalar type, the kernel's arguments, {param: buffer})`` for calling kernel ``k``'s
+    bindings with ``args``: every array copied into ``mem`` (default: plain memory; the
+    kernel may write to outputs, the caller's tensors stay untouched), None for a pointer
+    passed as nullptr, scalars converted. Wrong arguments raise with what was expected."""
+    import torch
+
+    from torchclad.bridge.kernel import describe
+
+    if mem is None:
+        from torchclad.bridge import memory
+
+        mem = memory.PLAIN
+    if len(args) != len(k.params):
+        names = ", ".join(p.name for p in k.params)
+        raise TypeError(f"{k.name}({names}) takes {len(k.params)} argument(s), got "
+                        f"{len(args)}")
+    tensors: dict[str, torch.Tensor] = {}
+    for p, a in zip(k.params, args):
+        if p.pointer and a is None:
+            continue                      # a null pointer (its adjoint is null too)
+        if p.pointer:
+            tensors[p.name] = _as_tensor(k, p, a)
+        elif isinstance(a, torch.Tensor) and a.dim() > 0 or _is_array_like(a):
+            raise TypeError(
+                f"{k.name}: argument '{p.name}' is a scalar {p.base}; got {describe(a)} "
+                "(pass a Python number)"
+            )
+    scalar = k.pick_scalar(tensors)
+    values: list[Any] = []
+    bufs: dict[str, torch.Tensor] = {}
+    for p, a in zip(k.params, args):
+        if p.pointer and a is None:
+            values.append(0)
+        elif p.pointer:
+            t = tensors[p.name]
+            k.check_tensor(p, t, scalar)
+            bufs[p.name] = mem.copy(t.detach())
+            values.append(bufs[p.name].data_ptr())
+        else:
+            values.append(_as_scalar(k, p, a, scalar))
+    return scalar, values, bufs
 
 
 def _is_array_like(a: Any) -> bool:

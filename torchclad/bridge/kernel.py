@@ -94,15 +94,15 @@ class Kernel:
         if self.template:
             return ("float", "double")
         return tuple(s for s in FLOAT_BASES
-                     if hasattr(self.module, binding_name(self.name, "pullback", s)))
+                     if hasattr(self.module, binding_name(self.name, "", s)))
 
     def default_scalar(self) -> str:
         avail = self.scalars()
         if not avail:
             raise RuntimeError(
                 f"{self.name}: the compiled module has no binding "
-                f"{binding_name(self.name, 'pullback', 'float')} or "
-                f"{binding_name(self.name, 'pullback', 'double')}")
+                f"{binding_name(self.name, '', 'float')} or "
+                f"{binding_name(self.name, '', 'double')}")
         return "double" if "double" in avail else avail[0]
 
     def pick_scalar(self, tensors: dict[str, torch.Tensor], *, what: str = "argument") -> str:
@@ -146,7 +146,7 @@ class Kernel:
     # ---- bindings
 
     def binding(self, kind: str, scalar: str):
-        """``kind`` in {"", "pullback", "grad", "reverse_forw", "reverse_sweep"}."""
+        """``kind``: "" (the primal) or one of :data:`torchclad.engine.names.KINDS`."""
         fn = self._bindings.get((kind, scalar))
         if fn is None:
             fn = self._bindings[(kind, scalar)] = self._lookup(kind, scalar)

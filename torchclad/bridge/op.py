@@ -43,12 +43,12 @@ from __future__ import annotations
 import ctypes
 import keyword
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch._library.custom_ops import CustomOpDef
 
-from torchclad.bridge import autograd, fastpath, guard, spec
+from torchclad.bridge import autograd, fastpath, guard, higher, spec
 from torchclad.bridge.kernel import Kernel
 from torchclad.bridge.memory import PLAIN
 from torchclad.bridge.plan import Planner, Record
@@ -68,7 +68,8 @@ _ops: dict[str, "KernelOp"] = {}
 def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapping,
             sizes: Mapping | None = None, zero_outputs: bool = True,
             static_sizes: Sequence[str] = (), contract: spec.Contract | None = None,
-            debug: bool = False, user_file: str = "kernel.cpp") -> "KernelOp":
+            debug: bool = False, user_file: str = "kernel.cpp",
+            higher_order: Callable | None = None) -> "KernelOp":
     """The :class:`KernelOp` ``torchclad::<opname>``; reused if the same spec made it before.
 
     ``zero_outputs=False``: the kernel writes every element of each output (so they need not be
@@ -77,7 +78,9 @@ def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapp
     signature with the output shapes, instead of being recomputed on every call. ``contract``:
     the shape contract checked on every new call signature. ``debug``: the kernel is a debug
     build (guarded buffers, faults raised as :class:`~torchclad.bridge.guard.MemoryFault`
-    naming the array; ``user_file`` is the kernel's file name in messages)."""
+    naming the array; ``user_file`` is the kernel's file name in messages). ``higher_order``:
+    ``() -> (Derivative with modes ("forward", "second"), extra linker flags)``, compiled on
+    first use for the op's jvp, double backward and vmap (:mod:`torchclad.bridge.higher`)."""
     options = dict(zero_outputs=bool(zero_outputs), static_sizes=frozenset(static_sizes),
                    contract=contract, debug=bool(debug), user_file=user_file)
     with _ops_lock:
@@ -89,7 +92,7 @@ def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapp
             n += 1
             opname = f"{base}_{n}"
         op = KernelOp(kernel, opname, inputs=inputs, outputs=outputs, sizes=sizes or {},
-                      **options)
+                      higher_order=higher_order, **options)
         _ops[opname] = op
         return op
 
@@ -97,12 +100,13 @@ def make_op(kernel: Kernel, opname: str, *, inputs: Sequence[str], outputs: Mapp
 class CallableOp(CustomOpDef):
     """The custom op of a :class:`KernelOp`: still a ``CustomOpDef`` (``opcheck``,
     ``register_*``, ``torch.compile`` see the op), whose call goes through
-    :meth:`KernelOp.__call__` -- the eager fast lane when it can, the op otherwise."""
+    :meth:`KernelOp.__call__` -- the eager fast lane when it can, the autograd.Function pair
+    with a jvp under forward AD or a ``torch.func`` transform, the op otherwise."""
 
     torchclad_op: "KernelOp"
 
     def __call__(self, *args, **kwargs):
-        if kwargs or torch.compiler.is_compiling():
+        if kwargs or (torch.compiler.is_compiling() and not higher.needs_functions()):
             return super().__call__(*args, **kwargs)
         return self.torchclad_op(*args)
 
@@ -139,7 +143,7 @@ class KernelOp:
     def __init__(self, kernel: Kernel, opname: str, *, inputs, outputs, sizes,
                  zero_outputs: bool = True, static_sizes: Sequence[str] = (),
                  contract: spec.Contract | None = None, debug: bool = False,
-                 user_file: str = "kernel.cpp"):
+                 user_file: str = "kernel.cpp", higher_order: Callable | None = None):
         self.k = k = kernel
         self.opname = opname
         self.qualname = f"{NAMESPACE}::{opname}"
@@ -185,7 +189,8 @@ class KernelOp:
             self.has_ret and not k.is_float(k.ret))
         self.buffers = SweepBuffers(k, self.inputs, self.out_names, self.diff_in, self.diff_out,
                                     zero_pool=not self.zero_outputs, memory=self.memory)
-        self._define()
+        self.higher = None
+        self._define(higher_order)
         self._function = autograd.make_function(self)
         #: the C++ eager path (torchclad.bridge.fastpath), None where there is none
         self.fast = fastpath.kernel_call(self)
@@ -199,8 +204,10 @@ class KernelOp:
 
     # ---- the schema
 
-    def _define(self) -> None:
-        """Register the custom op, its fake and (with differentiable inputs) its autograd."""
+    def _define(self, derive_higher: Callable | None) -> None:
+        """Register the custom op, its fake and (with differentiable inputs) its autograd, and
+        with ``derive_higher`` the jvp, double backward and vmap of
+        :mod:`torchclad.bridge.higher`."""
         in_names = [_arg_name(n) for n in self.inputs]
         rets = ["Tensor"] * self.n_out
         schema = f"({', '.join('Tensor ' + n for n in in_names)}) -> " + (
@@ -213,6 +220,9 @@ class KernelOp:
         self.op.register_fake(self._fake)
         if self.diff_in:
             autograd.register(self)
+        if self.diff_in and derive_higher is not None:
+            self.higher = higher.Higher(self, derive_higher)
+            self.op.torchclad_functions = self.higher.functions
 
     def _fake(self, *ins):
         outs = self.planner.fake_outputs(ins)
@@ -222,7 +232,12 @@ class KernelOp:
 
     def __call__(self, *ins):
         """The custom op, by the fast lane when that is plain eager autograd: in C++ when the
-        kernel has a ``KernelCall`` (it declines what it does not take), else in Python."""
+        kernel has a ``KernelCall`` (it declines what it does not take), else in Python; by
+        the autograd.Function pair with a jvp under forward AD or a torch.func transform."""
+        if self.higher is not None and higher.needs_functions():
+            if torch.compiler.is_compiling():
+                raise higher.compile_transform_error(self.qualname)
+            return self.higher.functions.op.apply(*ins)
         if torch.compiler.is_compiling() or not autograd.plain_call(ins):
             return self.overload(*ins)
         fast = self.fast
@@ -258,11 +273,10 @@ class KernelOp:
 
     # ---- split mode: the forward and the reverse sweep
 
-    def run_forward(self, ins: Sequence[torch.Tensor], record: bool):
-        """Run the kernel on ``ins`` (checked); returns ``(outputs, Record or None)``: with
-        ``record``, ``f_reverse_forw`` runs and the record holds what the sweep needs."""
+    def bind(self, ins: Sequence[torch.Tensor]):
+        """``(plan, bufs, args)`` of one call: the buffers the kernel runs on (a copy of each
+        input it may write, the outputs allocated) and its argument list (addresses, sizes)."""
         plan = self._plan(ins)
-        scalar = plan.scalar
         mem = self.memory
         bufs: dict[str, torch.Tensor] = {}
         # (no autograd graph is recorded here: the fast lane's Function.forward and the op's
@@ -273,7 +287,13 @@ class KernelOp:
         alloc = mem.zeros if self.zero_outputs else mem.empty
         for n, shape, dtype in plan.outs:
             bufs[n] = alloc(shape, dtype)
-        args = self._args(plan, ins, bufs)
+        return plan, bufs, self._args(plan, ins, bufs)
+
+    def run_forward(self, ins: Sequence[torch.Tensor], record: bool):
+        """Run the kernel on ``ins`` (checked); returns ``(outputs, Record or None)``: with
+        ``record``, ``f_reverse_forw`` runs and the record holds what the sweep needs."""
+        plan, bufs, args = self.bind(ins)
+        scalar = plan.scalar
         if self.debug:
             self._check_run(plan, ins, bufs)
         rec = None

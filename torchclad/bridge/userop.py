@@ -153,7 +153,22 @@ def function(source: Any, name: str, *, inputs: Sequence[str] | str,
     return make_op(kernel, f"{op_identifier(name)}_{digest}", inputs=inputs,
                    outputs=resolved["outputs"], sizes=resolved["sizes"],
                    static_sizes=sorted(resolved["static"]), contract=contract, debug=debug,
-                   user_file=filename).op
+                   user_file=filename, higher_order=_higher_order(text, name, filename, flags)).op
+
+
+def _higher_order(source: str, name: str, filename: str, flags: Sequence[str]) -> Callable:
+    """``() -> (Derivative, linker flags)`` of the kernel in forward mode and forward over
+    reverse (the op's jvp and double backward, :mod:`torchclad.bridge.higher`): generated and
+    compiled on first use only."""
+
+    def derive():
+        from torchclad import engine
+
+        return engine.differentiate(
+            source, name, None, filename=filename, modes=("forward", "second"),
+            options=engine.Options(extra_args=preprocessor_flags(flags))), ()
+
+    return derive
 
 
 def _shape_fn(contract: spec.Contract | None, op: str, dims: Sequence) -> Callable:

@@ -21,7 +21,29 @@ from typing import Any, Optional
 import torch
 
 from torchclad.bridge.op import KernelOp, make_op, op_identifier
-from torchclad.builtin import loader
+from torchclad.builtin import loader, registry
+
+
+def higher_order(name: str):
+    """``() -> Derivative`` of built-in kernel ``name`` in forward mode and forward over reverse,
+    from its source (the jvp and the double backward of :mod:`torchclad.bridge.higher`, compiled
+    on first use; the install step builds first order only)."""
+
+    def derive():
+        from torchclad import engine
+        from torchclad.toolchain.compiler import external_library
+
+        spec = next(s for s in registry.KERNELS if s.name == name)
+        wrt = None if spec.wrt is None else list(spec.wrt)
+        d = engine.differentiate(registry.unit_source(spec), name, wrt,
+                                 filename=f"csrc/kernels/{spec.file}", modes=("forward", "second"))
+        ldflags = []
+        for lib in spec.libraries:
+            where, lname = external_library(lib)
+            ldflags += [f"-L{where}", f"-l{lname}", f"-Wl,-rpath,{where}"]
+        return d, tuple(ldflags)
+
+    return derive
 
 
 def builtin_op(name: str, *, inputs, outputs, sizes=None, value_sizes=()) -> KernelOp:
@@ -34,7 +56,8 @@ def builtin_op(name: str, *, inputs, outputs, sizes=None, value_sizes=()) -> Ker
     sizes = dict(sizes or {})
     return make_op(loader.kernel(name), name,
                    inputs=inputs, outputs=outputs, sizes=sizes, zero_outputs=False,
-                   static_sizes=[n for n in sizes if n not in value_sizes])
+                   static_sizes=[n for n in sizes if n not in value_sizes],
+                   higher_order=higher_order(name))
 
 
 def _numel(x):
@@ -270,7 +293,8 @@ def layernorm_kernel_op(eps: float) -> KernelOp:
             outputs={"out": _layernorm_out, "mean": lambda inp, w, b: (_rows(inp, w, b),),
                      "rstd": lambda inp, w, b: (_rows(inp, w, b),)},
             sizes={"N": _rows, "C": lambda inp, w, b: inp.shape[-1],
-                   "eps": lambda *a: eps}, zero_outputs=False, static_sizes=("N", "C", "eps"))
+                   "eps": lambda *a: eps}, zero_outputs=False, static_sizes=("N", "C", "eps"),
+            higher_order=higher_order("layernorm_forward"))
         _LAYERNORM_OPS[eps] = op
     return op
 

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 #: the file name compiler messages give the generated part of a translation unit (a #line)
 GENERATED_FILE = "torchclad-generated.cpp"
 
+#: the entry points of reverse mode (`grad` only for a non-void function)
+REVERSE_KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep")
+
 
 @dataclass(frozen=True)
 class ParamInfo:
@@ -53,6 +56,20 @@ class Derivative:
     # torchclad.engine.ParallelWarning when generated): an OpenMP pragma it dropped, a reverse
     # loop that runs serially. Empty when every pragma's loop is parallel in both sweeps.
     notes: tuple = ()
+    # Which entry points were generated (see torchclad.engine.names.KINDS, and "darg"): the
+    # reverse mode's by default; forward mode adds "pushforward" (and "darg"), forward over
+    # reverse "pullback_pushforward".
+    kinds: tuple = REVERSE_KINDS
+    # f_pushforward's tangent parameters: the names of the parameters that have one, in
+    # parameter order (the wrt parameters and the output arrays).
+    tangents: tuple = ()
+    # The floating arrays the function writes (its outputs), in parameter order.
+    outputs: tuple = ()
+    # The parameter index f_darg<k> differentiates, when it was generated.
+    darg: "int | None" = None
+    # f_pullback_pushforward's tangent parameters: indices into f_pullback's parameters
+    # (params..., [_d_y], adjoints...), in order.
+    second_mask: tuple = ()
 
     @property
     def code(self) -> str:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from . import ir, names
 from .analysis.effects import written_params
-from .derivative import GENERATED_FILE, Derivative, ParamInfo, combine
+from .derivative import GENERATED_FILE, REVERSE_KINDS, Derivative, ParamInfo, combine
 from .errors import DiffError, ParallelWarning
+from .forward import request as forward_request
 from .frontend.lower import lower_source
 from .generate import generate, generate_custom
 from .plan import Plan, callee_names, plan
@@ -57,6 +58,7 @@ class Engine:
         self.sweep_writes: dict = {}       # generated sweep name -> may write primal memory
         self.callees: dict = {}            # (name, mask) -> GeneratedCallee
         self.notes: dict = {}              # generated function name -> its notes
+        self.generated: dict = {}          # generated function name -> its IR (forward mode)
 
     def log(self, stage: str, text: str):
         if self.options.verbose >= 2:
@@ -129,18 +131,37 @@ class Engine:
         return plan(self.module, self.options, self.function, done, fn, wrt_vars, outputs,
                     adjoints, log)
 
-    def derive(self, name: str, wrt=None) -> Derivative:
+    def derive(self, name: str, wrt=None, modes=("reverse",)) -> Derivative:
+        """The derivatives of `name` w.r.t. `wrt`; modes: "reverse" (pullback, grad, split
+        pair), "forward" (f_pushforward, f_darg<k>), "second" (f_pullback_pushforward:
+        forward over reverse)."""
         fn, wrt_vars, outputs, adjoints = self._request(name, wrt)
-        if names.pullback(name) in self.module.customs:
-            texts = generate_custom(fn, adjoints, self.module)
-            self._add(texts)
-            need = {n for n, _ in texts}
-        else:
-            need = self._generate(self.plan(name, wrt, self.log))
+        need: set = set()
+        if "reverse" in modes or "second" in modes:
+            if names.pullback(name) in self.module.customs:
+                g = generate_custom(fn, adjoints, self.module)
+                self._add(g)
+                need = {n for n, _ in g.texts}
+            else:
+                need = self._generate(self.plan(name, wrt, self.log))
         funcs = tuple((n, t) for n, t in self.texts.items() if n in need)
         writes = any(self.sweep_writes.get(n, False) for n, _ in funcs)
         notes = tuple(dict.fromkeys(f"{loc}: {text}" if loc is not None else text
                                     for n, _ in funcs for loc, text in self.notes.get(n, ())))
+        kinds = tuple(k for k in REVERSE_KINDS if k != "grad" or fn.ret.is_real_scalar) \
+            if "reverse" in modes else ()
+        if "reverse" not in modes:
+            funcs = ()
+        fwd = second = None
+        if "forward" in modes:
+            fwd = forward_request.pushforward(self.module, self.options, fn, wrt_vars, outputs)
+            funcs += self._add_forward(fwd)
+            kinds += ("pushforward",) + (("darg",) if fwd.darg is not None else ())
+        if "second" in modes:
+            second = forward_request.pullback_pushforward(
+                self.module, self.options, self.generated, fn, wrt_vars, outputs)
+            funcs += self._add_forward(second)
+            kinds += ("pullback_pushforward",)
         src = dict(zip((p.uid for p in fn.params), fn.source_names or
                        tuple(p.name for p in fn.params)))
         method = bool(fn.params) and fn.params[0].name == names.THIS and \
@@ -152,7 +173,18 @@ class Engine:
                                   fn.template),
             wrt=tuple(src[p.uid] for p in wrt_vars), adjoints=tuple(src[p.uid] for p in adjoints),
             template_params=fn.template, functions=funcs, source=self.source,
-            filename=self.filename, sweep_writes_primal=writes, notes=notes)
+            filename=self.filename, sweep_writes_primal=writes, notes=notes, kinds=kinds,
+            tangents=tuple(src[fn.params[i].uid] for i in fwd.mask) if fwd else (),
+            darg=fwd.darg if fwd else None, second_mask=second.mask if second else (),
+            outputs=tuple(src[p.uid] for p in outputs))
+
+    def _add_forward(self, result) -> tuple:
+        """Keep a forward request's functions; those this derivative lists (new or not)."""
+        for n, t in result.functions:
+            if self.texts.setdefault(n, t) != t:
+                raise DiffError(None, f"{self.filename}: internal: two different functions "
+                                      f"named '{n}'; differentiate in separate Engines")
+        return tuple(result.functions)
 
     def _generate(self, p: Plan) -> set:
         """Generate the planned requests, callees first; the names of the generated functions
@@ -167,7 +199,7 @@ class Engine:
                               stacklevel=4)
             for n, t in g.texts:
                 self.log("generated " + n, t)
-            self._add(g.texts)
+            self._add(g)
             need = {n for n, _ in g.texts}.union(
                 *(needs[k] if k in needs else self.callees[k].needs
                   for k in node.callees if k != node.key and (k in needs or k in self.callees)))
@@ -176,9 +208,11 @@ class Engine:
                 self.callees[node.key] = GeneratedCallee(callee_names(node.base), frozenset(need))
         return needs[p.top.key]
 
-    def _add(self, texts):
-        for n, t in texts:
+    def _add(self, g):
+        for n, t in g.texts:
             self.texts.setdefault(n, t)
+        for f in g.functions:
+            self.generated.setdefault(f.name, f)
 
     def explain(self, name: str, wrt=None) -> str:
         """The analyses' results for one function, as text (activity, then what the split
@@ -187,5 +221,5 @@ class Engine:
 
 
 def differentiate(source: str, name: str, wrt=None, *, filename: str = "kernel.cpp",
-                  options: Options | None = None) -> Derivative:
-    return Engine(source, filename, options).derive(name, wrt)
+                  options: Options | None = None, modes=("reverse",)) -> Derivative:
+    return Engine(source, filename, options).derive(name, wrt, modes)

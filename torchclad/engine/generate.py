@@ -34,6 +34,7 @@ class Generated:
     texts: tuple                  # ((name, text), ...) in output order
     sweep_writes_primal: bool     # may the reverse sweep write primal memory
     notes: tuple = ()             # ((loc, text), ...): pragmas not kept, loops left serial
+    functions: tuple = ()         # the same functions as IR (forward mode differentiates them)
 
 
 @dataclass(frozen=True)
@@ -62,30 +63,37 @@ def _arg(v: ir.Var) -> ir.Expr:
     return v
 
 
+def _function(name: str, ret: ir.Type, params: list, body: list, template: tuple,
+              comment: str = "") -> tuple:
+    """(name, text, IR) of one generated function; params as (Type, name)."""
+    text = cpp.function(name, ret, params, body, template, comment)
+    return name, text, ir.Function(name, tuple(map(_var, params)), ret,
+                                   ir.Block(tuple(body)), template)
+
+
 def pullback_and_grad(base: str, fn: ir.Function, sig: Parameters, body: list,
                       comment: str = "") -> list:
     """`base_pullback` with `body`, then `base_grad` (seed 1) when fn returns a floating
     value."""
     pb = names.pullback(base)
-    out = [(pb, cpp.function(pb, ir.VOID, sig.params + sig.seed + sig.adjoints, body,
-                             fn.template, comment))]
+    out = [_function(pb, ir.VOID, sig.params + sig.seed + sig.adjoints, body, fn.template,
+                     comment)]
     if fn.ret.is_real_scalar:
         one = ir.Cast(ir.Const("1", ir.INT), fn.ret.value(), "fn")
         args = tuple(_arg(_var(p)) for p in sig.params) + (one,) + \
             tuple(map(_var, sig.adjoints))
-        g = names.grad(base)
-        out.append((g, cpp.function(g, ir.VOID, sig.params + sig.adjoints,
-                                    [ir.ExprStmt(ir.Call(pb, args, ir.VOID))], fn.template)))
+        out.append(_function(names.grad(base), ir.VOID, sig.params + sig.adjoints,
+                             [ir.ExprStmt(ir.Call(pb, args, ir.VOID))], fn.template))
     return out
 
 
 def split_pair(base: str, fn: ir.Function, sig: Parameters, forward: list,
                sweep: list) -> list:
     """`base_reverse_forw` and `base_reverse_sweep` with the given bodies."""
-    forw, rev = names.reverse_forw(base), names.reverse_sweep(base)
-    return [(forw, cpp.function(forw, fn.ret, sig.params + [TAPE_PARAM], forward, fn.template)),
-            (rev, cpp.function(rev, ir.VOID, sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
-                               sweep, fn.template))]
+    return [_function(names.reverse_forw(base), fn.ret, sig.params + [TAPE_PARAM], forward,
+                      fn.template),
+            _function(names.reverse_sweep(base), ir.VOID,
+                      sig.params + sig.seed + sig.adjoints + [TAPE_PARAM], sweep, fn.template)]
 
 
 def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
@@ -117,7 +125,8 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
         texts += pullback_and_grad(node.base, fn, sig, combined)
         notes += asm.notes
     texts += split_pair(node.base, fn, sig, reset + forward, sweep)
-    return Generated(tuple(texts), writes, tuple(dict.fromkeys(notes)))
+    return Generated(tuple((n, t) for n, t, _ in texts), writes,
+                     tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f))
 
 
 def disjoint_flags(rv, rec) -> list:
@@ -152,11 +161,11 @@ def global_adjoints(an) -> tuple:
         else:
             d = ir.Decl(a, ir.Cast(ir.Const("0", ir.INT), t, "fn"))
             reset.append(ir.Assign("=", a, ir.Const("0", ir.INT)))
-        decls.append((a.name, cpp.block_text([d]) + "\n"))
+        decls.append((a.name, cpp.block_text([d]) + "\n", None))
     return decls, reset
 
 
-def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tuple:
+def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> Generated:
     """A requested function with a clad::custom_derivatives pullback: the pullback and the
     split pair call the primal and the custom pullback (no body is differentiated)."""
     cfn = module.customs[names.pullback(fn.name)]
@@ -180,9 +189,11 @@ def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> tupl
                                       ir.VOID))
     primal = ir.Call(fn.name, tuple(map(_arg, fn.params)), fn.ret, True)
     ret_primal = ir.Return(primal) if fn.ret.base != "void" else ir.ExprStmt(primal)
-    return tuple(pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
-                                   "custom derivative: " + cfn.name) +
-                 split_pair(fn.name, fn, sig, [ret_primal], [call_custom]))
+    out = pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
+                            "custom derivative: " + cfn.name) + \
+        split_pair(fn.name, fn, sig, [ret_primal], [call_custom])
+    return Generated(tuple((n, t) for n, t, _ in out), False,
+                     functions=tuple(f for _, _, f in out))
 
 
 def uses_tape(stmts) -> bool:

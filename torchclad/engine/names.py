@@ -10,6 +10,13 @@ Generated functions of a function ``f``::
     f_reverse_forw(params..., _tape)               split mode: the recording forward
     f_reverse_sweep(params..., [_d_y], _d_params..., _tape)   split mode: the reverse sweep
 
+Forward mode (Clad's ``clad::differentiate``)::
+
+    f_darg0(params...)                             d(return)/d(param 0), a scalar parameter
+    f_pushforward(params..., _d_params...)         tangents in, clad::ValueAndPushforward out
+    f_pullback_pushforward(params..., [_d_y], _d_params..., tangents...)
+                                                   forward over reverse: the pullback's tangent
+
 A callee differentiated on part of its floating parameters gets the base ``f_d<i>_<j>...``
 (:func:`masked`).
 
@@ -26,10 +33,16 @@ GRAD = "_grad"
 REVERSE_FORW = "_reverse_forw"
 REVERSE_SWEEP = "_reverse_sweep"
 
+PUSHFORWARD = "_pushforward"
+DARG = "_darg"
+
 #: every kind of generated function, in the order the bindings list them
-KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep")
+#: ("darg" names the binding of f_darg<k>, whose index the Derivative records)
+KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep", "pushforward",
+         "pullback_pushforward", "darg")
 _SUFFIX_OF_KIND = {"pullback": PULLBACK, "grad": GRAD, "reverse_forw": REVERSE_FORW,
-                   "reverse_sweep": REVERSE_SWEEP}
+                   "reverse_sweep": REVERSE_SWEEP, "pushforward": PUSHFORWARD,
+                   "pullback_pushforward": PULLBACK + PUSHFORWARD, "darg": DARG}
 
 
 def generated(base: str, kind: str) -> str:
@@ -53,6 +66,17 @@ def reverse_sweep(base: str) -> str:
     return base + REVERSE_SWEEP
 
 
+def pushforward(base: str) -> str:
+    """``f_pushforward``: tangents in, value and tangent out (also of generated functions:
+    ``f_pullback_pushforward``, ``f_reverse_sweep_pushforward``)."""
+    return base + PUSHFORWARD
+
+
+def darg(base: str, index: int) -> str:
+    """``f_darg0``: the derivative of ``base``'s result w.r.t. its parameter ``index``."""
+    return f"{base}{DARG}{index}"
+
+
 #: between a function's name and the indices of its differentiated parameters: f_d0_2
 MASK_INFIX = "_d"
 
@@ -64,7 +88,7 @@ def masked(name: str, mask) -> str:
 
 def split_generated(name: str) -> tuple[str, str] | None:
     """``(base, kind)`` for a generated function's name, None for any other name."""
-    for kind in KINDS:
+    for kind in sorted(KINDS, key=lambda k: -len(_SUFFIX_OF_KIND[k])):
         suffix = _SUFFIX_OF_KIND[kind]
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)], kind
@@ -109,6 +133,29 @@ def numbered_result_adjoint(taken) -> str:
     while f"{RESULT_ADJOINT}{k}" in taken:
         k += 1
     return f"{RESULT_ADJOINT}{k}"
+
+
+# ------------------------------------------------------------------ locals of forward mode
+#: a tangent is spelled like an adjoint (Clad's convention): _d_x; where that name is taken
+#: (the pullback a forward-over-reverse pass differentiates has its adjoints), _d_x0, _d_x1...
+TANGENT_PREFIX = ADJOINT_PREFIX
+#: what a pushforward returns for a non-void function, and its two fields (Clad's
+#: clad::ValueAndPushforward, defined in torchclad/forward.h of the runtime)
+VALUE_AND_PUSHFORWARD = "clad::ValueAndPushforward"
+VALUE_FIELD, PUSHFORWARD_FIELD = "value", "pushforward"
+#: runtime helpers that keep a forward-over-reverse tape balanced where an array has no tangent
+PUSH_ZERO_ARRAY = "::torchclad::push_zero_array"
+DROP_ARRAY = "::torchclad::drop_array"
+
+
+def tangent(name: str, taken) -> str:
+    """``_d_x`` for ``x``, or ``_d_x0`` (the next free number) when ``taken`` holds it."""
+    cand = TANGENT_PREFIX + name
+    k = 0
+    while cand in taken:
+        cand = f"{TANGENT_PREFIX}{name}{k}"
+        k += 1
+    return cand
 
 
 #: scalar adjoint temporaries of a call's by-value floating arguments: _r0, _r1, ...

@@ -11,6 +11,18 @@ for a template, the declared floating type otherwise; suffix ``f32`` / ``f64``) 
 - ``{name}_reverse_forw_{sfx}``    split mode, forward part, records on a ``Tape``,
 - ``{name}_reverse_sweep_{sfx}``   split mode, reverse part, consumes the ``Tape``,
 
+and, where the Derivative has them (``Derivative.kinds``), forward mode's
+
+- ``{name}_pushforward_{sfx}``     ``(params..., tangents...)`` with a tangent for each of
+                                   ``Derivative.tangents`` (a number for a scalar parameter, an
+                                   address for an array); returns ``(value, tangent)`` for a
+                                   non-void primal,
+- ``{name}_darg_{sfx}``            ``f_darg<k>(params...)``, ``k`` = ``Derivative.darg``,
+- ``{name}_pullback_pushforward_{sfx}``  forward over reverse: the pullback's arguments, then
+                                   a tangent for each index of ``Derivative.second_mask`` into
+                                   them (numbers for scalars, addresses for arrays and
+                                   adjoints),
+
 and the module binds ``torchclad::Tape`` as ``Tape`` (``size_bytes()``, ``empty()``,
 ``clear()``), module-local so that several modules can each bind it.
 
@@ -227,6 +239,7 @@ class Call:
     result: str
     slots: tuple
     doc: str
+    pair: bool = False    # the callee returns a clad::ValueAndPushforward (bound as a tuple)
 
 
 def _param_slots(d: Any, scalar: str) -> list[Slot]:
@@ -303,9 +316,78 @@ def calls(d: Any, scalar: str) -> list[Call]:
     }
     if not _seeded(d):
         del table["grad"]  # only a floating result has a gradient
-    return [Call(kind, binding_name(n, kind, scalar),
-                 (_names().generated(n, kind) if kind else n) + targs, result, tuple(args), doc)
-            for kind, (result, args, doc) in table.items()]
+    from torchclad.engine.derivative import REVERSE_KINDS
+
+    kinds = getattr(d, "kinds", None) or REVERSE_KINDS
+    out = [Call(kind, binding_name(n, kind, scalar),
+                (_names().generated(n, kind) if kind else n) + targs, result, tuple(args), doc)
+           for kind, (result, args, doc) in table.items() if not kind or kind in kinds]
+    return out + _forward_calls(d, scalar, targs, ret, P, Y, A)
+
+
+def _tangent_slot(i: int, ctype: str, pointer: bool, name: str) -> Slot:
+    return Slot(name, "tangent_pointer" if pointer else "tangent", ctype, i)
+
+
+def _tangent_slots(d: Any, scalar: str, taken: set) -> list[Slot]:
+    """f_pushforward's tangents: one per ``Derivative.tangents`` name."""
+    names = _names()
+    by_name = {p.name: p for p in d.params}
+    out = []
+    for i, w in enumerate(getattr(d, "tangents", ())):
+        p = by_name[w]
+        py = names.tangent(w, taken)
+        taken.add(py)
+        ctype = p.c_type(scalar) if p.pointer else _base(p, d, scalar)
+        out.append(_tangent_slot(i, ctype, bool(p.pointer), py))
+    return out
+
+
+def _second_slots(d: Any, scalar: str, pullback: list[Slot], taken: set) -> list[Slot]:
+    """f_pullback_pushforward's tangents: one per index of ``Derivative.second_mask`` into
+    the pullback's arguments (params, [seed], adjoints)."""
+    names = _names()
+    nparams, seed = len(d.params), 1 if _seeded(d) else 0
+    out = []
+    for j, i in enumerate(getattr(d, "second_mask", ())):
+        py = names.tangent(pullback[i].name, taken)
+        taken.add(py)
+        if i < nparams:
+            p = d.params[i]
+            ctype = p.c_type(scalar) if p.pointer else _base(p, d, scalar)
+            out.append(_tangent_slot(100 + j, ctype, bool(p.pointer), py))
+        elif i < nparams + seed:
+            out.append(_tangent_slot(100 + j, d.return_type.c_type(scalar), False, py))
+        else:
+            adj = {p.name: p for p in d.params}[adjoint_names(d)[i - nparams - seed]]
+            out.append(_tangent_slot(100 + j, _adjoint_type(adj, d, scalar), True, py))
+    return out
+
+
+def _forward_calls(d: Any, scalar: str, targs: str, ret: str, P, Y, A) -> list[Call]:
+    """The forward-mode bindings ``d`` has (``Derivative.kinds``): ``pushforward``,
+    ``darg``, ``pullback_pushforward``."""
+    kinds, n = getattr(d, "kinds", None) or (), d.name
+    taken = {s.name for s in P + Y + A}
+    out = []
+    if "pushforward" in kinds:
+        pair = ret != "void"
+        out.append(Call("pushforward", binding_name(n, "pushforward", scalar),
+                        _names().generated(n, "pushforward") + targs,
+                        f"std::pair<{ret}, {ret}>" if pair else "void",
+                        tuple(P + _tangent_slots(d, scalar, set(taken))),
+                        f"pushforward of {n} ({scalar}): tangents in, (value, tangent) out",
+                        pair))
+    if "darg" in kinds:
+        out.append(Call("darg", binding_name(n, "darg", scalar),
+                        _names().darg(n, d.darg) + targs, ret, tuple(P),
+                        f"derivative of {n} ({scalar}) w.r.t. parameter {d.darg}"))
+    if "pullback_pushforward" in kinds:
+        out.append(Call("pullback_pushforward", binding_name(n, "pullback_pushforward", scalar),
+                        _names().generated(n, "pullback_pushforward") + targs, "void",
+                        tuple(P + Y + A + _second_slots(d, scalar, P + Y + A, set(taken))),
+                        f"forward over reverse: the pushforward of {n}'s pullback ({scalar})"))
+    return out
 
 
 def _pybind_arg(s: Slot) -> tuple[str, str]:
@@ -320,6 +402,10 @@ def _pybind_arg(s: Slot) -> tuple[str, str]:
         return f"{s.ctype} dy", "dy"
     if s.role == "adjoint":
         return f"std::uintptr_t d{s.index}", f"reinterpret_cast<{s.ctype}>(d{s.index})"
+    if s.role == "tangent_pointer":
+        return f"std::uintptr_t t{s.index}", f"reinterpret_cast<{s.ctype}>(t{s.index})"
+    if s.role == "tangent":
+        return f"{s.ctype} t{s.index}", f"t{s.index}"
     return "torchclad::Tape& tape", "tape"
 
 
@@ -329,6 +415,8 @@ def _def(c: Call) -> str:
     uses = ", ".join(u for _, u in args)
     call = f"{c.callee}({uses})"
     body = f"return {call};" if c.result != "void" else f"{call};"
+    if c.pair:
+        body = f"auto r = {call}; return {c.result}(r.value, r.pushforward);"
     py_names = [s.name for s in c.slots]
     kw = ""
     if len(set(py_names)) == len(py_names):

@@ -49,5 +49,38 @@ template <class A, class B, class Y> inline auto d_pow_exp(A x, B p, Y y) {
 }
 template <class A, class B> inline auto trunc_div(A x, B y) { return std::trunc(x / y); }
 
+// Second derivatives: the derivatives of the helpers above, for forward over reverse.
+// d_atan2_y(y, x) = x / r2 and d_atan2_x(y, x) = -y / r2 (r2 = x^2 + y^2) have the partials
+// -a, b and b, a with a = 2xy / r2^2 and b = (y^2 - x^2) / r2^2.
+template <class A, class B> inline auto d2_atan2_a(A y, B x) {
+  auto r2 = x * x + y * y;
+  return 2 * x * y / (r2 * r2);
+}
+template <class A, class B> inline auto d2_atan2_b(A y, B x) {
+  auto r2 = x * x + y * y;
+  return (y * y - x * x) / (r2 * r2);
+}
+// d/dx of d_pow_base(x, p) = p (p - 1) x^(p-2); 0 where d_pow_base is the constant 0 or p.
+template <class A, class B> inline auto d2_pow_base_x(A x, B p) {
+  using R = decltype(x * p);
+  return (p == B(0) || p == B(1)) ? R(0) : R(p * (p - B(1)) * std::pow(x, p - B(2)));
+}
+// d/dp of d_pow_base(x, p) = x^(p-1) (1 + p log x); 0 where d_pow_base is masked (p == 0)
+// and at x == 0 (PyTorch's mask of the log).
+template <class A, class B> inline auto d2_pow_base_p(A x, B p) {
+  using R = decltype(x * p);
+  return (p == B(0) || x == A(0)) ? R(0) : R(std::pow(x, p - B(1)) * (B(1) + p * std::log(x)));
+}
+// d_pow_exp(x, p, y) = y log x with y = x^p given: d/dx = y / x and d/dy = log x, both
+// masked where d_pow_exp is (x == 0, p >= 0).
+template <class A, class B, class Y> inline auto d2_pow_exp_x(A x, B p, Y y) {
+  using R = decltype(x * p);
+  return (x == A(0) && p >= B(0)) ? R(0) : R(y / x);
+}
+template <class A, class B, class Y> inline auto d2_pow_exp_y(A x, B p, Y) {
+  using R = decltype(x * p);
+  return (x == A(0) && p >= B(0)) ? R(0) : R(std::log(x));
+}
+
 }  // namespace rt
 }  // namespace torchclad

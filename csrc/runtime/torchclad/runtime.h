@@ -14,6 +14,7 @@
 
 #include "tape.h"
 #include "parallel.h"
+#include "forward.h"  // clad::ValueAndPushforward, tape helpers of forward mode
 
 // TORCHCLAD_WRITE_ONCE on a pointer parameter promises the engine that, during one call, each
 // element of the buffer is written at most once and read only after it is written (an

@@ -177,7 +177,7 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
         t = gl.type_of(g.type, None)
         v = ir.Var(g.spelling, t, -len(globals_) - 1)
         globals_[g.spelling] = ir.Global(v)
-    functions, customs, broken, signatures = {}, {}, {}, {}
+    functions, customs, broken, signatures, bodies = {}, {}, {}, {}, {}
     for c in fn_cursors + custom_cursors:
         key = function_name(c)
         try:
@@ -190,6 +190,13 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
         lw.pragmas = marks
         if c in custom_cursors:
             customs[c.spelling] = lw.custom_function(c)
+            if c.is_definition():      # forward mode may differentiate a custom derivative
+                body = Lowerer(filename, template, names)
+                body.globals, body.pragmas = lw.globals, marks
+                try:
+                    bodies[c.spelling] = body.function(c, custom=True)
+                except DiffError as e:
+                    broken.setdefault(c.spelling, e)
             continue
         try:
             signatures[key] = Lowerer(filename, template, declared).signature(c)
@@ -205,4 +212,4 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
             functions[key] = lw.function(c)
         except DiffError as e:
             broken[key] = e
-    return ir.Module(functions, customs, globals_, filename, broken, signatures)
+    return ir.Module(functions, customs, globals_, filename, broken, signatures, bodies)

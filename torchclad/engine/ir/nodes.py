@@ -331,6 +331,7 @@ class Module:
     filename: str = "<source>"
     broken: dict = field(default_factory=dict)        # name -> DiffError met while lowering
     signatures: dict = field(default_factory=dict)    # name -> params (Vars) of every function
+    custom_bodies: dict = field(default_factory=dict)  # custom derivative name -> its Function
 
 
 # ----------------------------------------------------------------------------- roots

@@ -9,6 +9,8 @@ calls of other generated functions, so a hoisted value is always the value each 
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 
 from .. import ir
@@ -126,10 +128,13 @@ def cse_calls(stmts) -> list:
 # ------------------------------------------------------------------ dead code
 def _reads(stmts) -> set:
     """Names read anywhere (an assignment's target variable itself is not a read; a tape
-    operation reads the tape)."""
+    operation reads the tape; the names an OpenMP clause lists are: `reduction(+: e)` needs e
+    declared)."""
     names = set()
     for s in stmts:
         for x in ir.walk_stmts(s):
+            if isinstance(x, ir.Loop) and x.pragma:
+                names |= set(re.findall(r"[A-Za-z_]\w*", x.pragma))
             exprs = list(ir.stmt_exprs(x))
             if isinstance(x, (ir.TapePush, ir.TapeArray)) or any(
                     isinstance(y, ir.TapePop) for e in exprs for y in ir.walk_expr(e)):
@@ -178,7 +183,10 @@ def _drop(stmts, dead: set) -> list:
             s = replace(s, then=ir.Block(tuple(_drop(s.then.stmts, dead))),
                         other=ir.Block(tuple(_drop(s.other.stmts, dead))))
         elif isinstance(s, ir.Loop):
-            s = replace(s, body=ir.Block(tuple(_drop(s.body.stmts, dead))))
+            inc = tuple(x for x in s.inc if not (isinstance(x, ir.Assign) and _pure(x.value) and
+                                                 isinstance(x.target, ir.Var) and
+                                                 x.target.name in dead))
+            s = replace(s, body=ir.Block(tuple(_drop(s.body.stmts, dead))), inc=inc)
         out.append(s)
     return out
 

@@ -3,7 +3,6 @@ through an expression. Each visit_<Node> carries its math in its first comment l
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from .. import ir, names
@@ -272,32 +271,16 @@ class AdjointRules:
 
     def visit_Call(self, e, d, out, result):
         # y = f(x0, x1);  dxk += dy * df/dxk  (rule table)
-        name = ir.call_name(e.fn)
-        if e.user:
-            raise DiffError(self.loc, f"internal: user call '{name}' was not hoisted")
-        rule = rules.lookup(name)
-        if rule is None:
-            raise DiffError(self.loc, f"no derivative for call to '{name}': define '{name}' in "
-                                      "this source, or give it a custom derivative "
-                                      "clad::custom_derivatives::"
-                                      f"{names.pullback(name.split('::')[-1])}")
+        short = ir.call_name(e.fn).split("::")[-1]
+        rule = rules.rule_for(e, self.loc, names.pullback(short))
         if rule.zero:
             return
-        if len(rule.pullbacks) != len(e.args):
-            raise DiffError(self.loc, f"'{name}' called with {len(e.args)} arguments; its "
-                                      f"derivative rule takes {len(rule.pullbacks)}")
         y = result if result is not None else e
         for k, (arg, pb) in enumerate(zip(e.args, rule.pullbacks)):
             if pb is None or not self.act.expr_active(arg):
                 continue
-            # only the placeholders the rule spells become reads (printers and CSE see them)
-            values = {"d": d, "x0": e.args[0], "x1": e.args[min(1, len(e.args) - 1)],
-                      "x2": e.args[min(2, len(e.args) - 1)], "y": y}
-            used = [k for k in re.findall(r"\{(\w+)\}", pb)]
-            order = list(dict.fromkeys(used))
-            text = pb.format(**{k: "{%d}" % order.index(k) for k in order})
-            reads = tuple(values[k] for k in order)
-            self.backprop(arg, ir.Raw(text, arg.type if arg.type.real else e.type, reads), out)
+            typ = arg.type if arg.type.real else e.type
+            self.backprop(arg, rules.pullback(rule, k, e.args, y, d, typ), out)
 
     def visit_Raw(self, e, d, out, result):
         raise DiffError(self.loc, "internal: generated expression in primal code")

@@ -417,7 +417,7 @@ def _partial_sums(asm, partials, extents, K, g, c) -> tuple:
     out, head, tail, after = [], [], [], []
     for pt, e in zip(partials, extents):
         elem = ir.Type(pt.type.base, 0, False, (), True)
-        store = asm.names.fresh(names.SAVED_PREFIX, ir.Type(elem.base, vector=True))
+        store = asm.names.fresh(names.SAVED_PREFIX, ir.Type(elem.base, vector=True, real=True))
         target = ir.Var(pt.name, pt.type, 0)
         if e is None:                       # a scalar adjoint: one partial per chunk
             out.append(ir.VectorDecl(store, K))

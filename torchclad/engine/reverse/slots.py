@@ -33,7 +33,7 @@ def slot_vars(asm, saved) -> list:
         base = "unsigned char" if t.base == "bool" and not t.ptr else \
             ir.Type(t.base, t.ptr, False, (), t.real).spell()
         out.append(ir.Var(asm.names.fresh(names.SAVED_PREFIX, ir.INT).name,
-                          ir.Type(base, vector=True), 0))
+                          ir.Type(base, vector=True, real=t.real and not t.ptr), 0))
     return out
 
 

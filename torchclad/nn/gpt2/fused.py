@@ -16,6 +16,8 @@ from typing import Any, Optional
 
 import torch
 
+from torchclad.bridge.higher import needs_functions
+
 from torchclad.bridge.kernel import SCALAR_OF_DTYPE
 from torchclad.builtin import loader
 from torchclad.toolchain.glue import binding_name
@@ -275,6 +277,8 @@ class Fused:
     # -- running
 
     def forward(self, model: Any, idx: torch.Tensor, targets: Optional[torch.Tensor]):
+        if needs_functions():
+            raise higher_order_error("forward AD and torch.func transforms")
         self.ensure_packed(model)
         cfg = self.config
         B, T = idx.shape
@@ -364,6 +368,14 @@ def _trim(d: dict, n: int) -> None:
         d.pop(next(iter(d)))
 
 
+def higher_order_error(what: str) -> RuntimeError:
+    """The fused model's refusal of higher order (one generated reverse sweep, first order)."""
+    return RuntimeError(
+        f"GPT2(fused=True): {what} is not supported: the fused model is one kernel with one "
+        "generated reverse sweep (first order). Use GPT2(config, fused=False), whose layers carry "
+        "their jvp and double backward, with the same parameters (load_state_dict).")
+
+
 class _Record:
     """One recorded forward: what its reverse sweep needs. The arena goes back to the pool when
     the sweep is done, or when the record dies unswept (a graph dropped before backward)."""
@@ -393,6 +405,8 @@ class _FusedGPT2(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, d_logits, d_loss):
+        if torch.is_grad_enabled():
+            raise higher_order_error("double backward (create_graph=True)")
         fused: Fused = ctx.fused
         saved = ctx.saved_tensors  # raises if a parameter was modified in place since forward
         rec: Optional[_Record] = ctx.rec

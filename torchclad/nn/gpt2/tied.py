@@ -17,7 +17,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from torchclad.bridge.autograd import double_backward_error, plain_call
+from torchclad.bridge.autograd import plain_call
+from torchclad.bridge.higher import needs_functions
 from torchclad.builtin import ops as builtin_ops
 
 from . import sharing
@@ -81,7 +82,7 @@ class _TiedGrad:
         w = tr.wte.weight
         if (head.weight is not w or head.bias is not None or not torch.is_grad_enabled()
                 or not w.requires_grad or torch.compiler.is_compiling()
-                or _has_forward_hooks(head)):
+                or _has_forward_hooks(head) or needs_functions()):
             return None
         if not plain_call((idx64, w, tr.wpe.weight)):
             return None
@@ -133,7 +134,14 @@ class _TiedEncoder(torch.autograd.Function):
             return None, d_wte, None, None
         op = builtin_ops.encoder_op
         if torch.is_grad_enabled():
-            raise double_backward_error(op.qualname)
+            # a graph over the backward (create_graph): the backward op, differentiable (its
+            # double backward), and wte's gradient from the lm_head added to it by autograd
+            out = torch.empty_like(d_out)        # (no record: the op records again)
+            g = op.backward_op(idx64, wte, wpe, out, d_out)
+            d_wte2, d_wpe = g
+            d_wte = d_wte2 if d_wte is None else d_wte + d_wte2
+            return (None, d_wte if ctx.needs_input_grad[1] else None,
+                    d_wpe if ctx.needs_input_grad[2] else None, None)
         _, rec = op.run_forward((idx64, wte, wpe), record=True)  # the tape (cheap: a gather)
         if d_wte is None:
             d_wte = torch.zeros_like(wte, memory_format=torch.contiguous_format)

@@ -1,0 +1,71 @@
+"""Forward mode over the AD corpus (issue "Every derivative from one kernel"): every kernel's
+generated `f_pushforward` against finite differences of the primal along a random direction
+(or the case's exact gradient, through the JVP/VJP identity), and its `f_pullback_pushforward`
+-- forward mode over the generated pullback -- against finite differences of that pullback.
+Built at -O0 and -O2 with the engine's analyses on and off. The machinery is in
+tests/corpus_forward.py (over tests/corpus_harness.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus_forward as F  # noqa: E402
+import corpus_harness as H  # noqa: E402
+
+CASES = H.CASES
+ANALYSES = [pytest.param(True, id="analyses"), pytest.param(False, id="no-analyses")]
+OPTS = [pytest.param(o, id=o[1:]) for o in H.OPT_LEVELS]
+#: no forward derivative exists: the callee's body is not differentiable (goto) and it has a
+#: custom pullback only (the test below checks the diagnostic says so)
+NO_FORWARD = {"custom_pullback_opaque"}
+
+
+@pytest.fixture(scope="module")
+def session(request):
+    selected = {item.callspec.params["case"].name for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")
+                and "case" in item.callspec.params}
+    yield F.ForwardSession(only=selected or None)
+
+
+def _passes(check, *args):
+    try:
+        return check(*args)
+    except H.CorpusFailure as e:
+        message = str(e)
+    pytest.fail(message, pytrace=False)
+
+
+FORWARD_CASES = [c for c in CASES if c.name not in NO_FORWARD]
+
+
+@pytest.mark.parametrize("analyses", ANALYSES)
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("case", FORWARD_CASES, ids=lambda c: c.name)
+def test_pushforward(session, case, opt, analyses):
+    _passes(F.check_forward, session, case, opt, analyses)
+
+
+@pytest.mark.parametrize("analyses", ANALYSES)
+@pytest.mark.parametrize("opt", OPTS)
+@pytest.mark.parametrize("case", FORWARD_CASES, ids=lambda c: c.name)
+def test_pullback_pushforward(session, case, opt, analyses):
+    if case.name in F.SECOND_UNDEFINED:
+        pytest.skip(F.SECOND_UNDEFINED[case.name])
+    _passes(F.check_second, session, case, opt, analyses)
+
+
+def test_no_forward_derivative_is_a_clear_error():
+    from torchclad.engine import DiffError, differentiate
+
+    case = H.CASES_BY_NAME["custom_pullback_opaque"]
+    src = (H.KERNELS / case.file).read_text()
+    with pytest.raises(DiffError, match=r"custom_pullback_opaque.cpp:\d+:\d+: goto .*"
+                                        r"forward mode needs clad::custom_derivatives::"
+                                        r"clampish_pushforward"):
+        differentiate(src, case.fn, case.wrt, filename=case.file, modes=("forward",))
