@@ -235,3 +235,14 @@ def test_extra_functions_go_into_the_kernel_namespace(tmp_path):
     src = (tmp_path / "scale.cpp").read_text()
     k = src[src.index("namespace k {"):src.index("}  // namespace k")]
     assert "T scale_darg0(T a) { return a; }" in k and "scale_reverse_sweep(" in k
+
+
+def test_gen_command_still_prints_the_derivative(tmp_path):
+    """cli.py's two commands share the reading of FILE."""
+    (tmp_path / "scale.cpp").write_text(SRC)
+    p = subprocess.run([sys.executable, "-m", "torchclad", "gen", "scale.cpp", "--fn", "scale"],
+                       cwd=tmp_path, env=env(), capture_output=True, text=True)
+    assert p.returncode == 0 and "void scale_pullback(" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-m", "torchclad", "gen", "nope.cpp", "--fn", "scale"],
+                       cwd=tmp_path, env=env(), capture_output=True, text=True)
+    assert p.returncode == 2 and "torchclad gen: cannot read nope.cpp" in p.stderr

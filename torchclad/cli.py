@@ -46,7 +46,8 @@ Expressions: x.size(i), x.shape[i], x.numel(), x.dim(), len(x), sizes declared b
 integers, + - * // %, min(), max(); shapes: x.shape, x.shape[a:b], [d0, *x.shape[1:], d2],
 [] (0-dim). A file may also map function names to specs: {"f": {...}, "g": {...}}.
 Without --spec and --inputs, FILE's name with .json (kernel.cpp -> kernel.json) is read.
-DIR gets NAME.h, NAME.cpp, torchclad/*.h and a CMakeLists.txt defining torchclad_ops:
+DIR gets NAME.h, NAME.cpp, torchclad/ (the runtime) and a CMakeLists.txt defining the
+target torchclad_ops (without it: compile NAME.cpp with -I DIR):
 
   find_package(Torch REQUIRED)    # -DCMAKE_PREFIX_PATH=$(python -c 'import torch.utils;
                                   #    print(torch.utils.cmake_prefix_path)')
