@@ -223,6 +223,32 @@ def build_table(sec: dict) -> str:
     return text
 
 
+def libtorch_table(sec: dict) -> str:
+    """torchclad ops in C++ vs LibTorch: CPU time per call, ratios to torchclad."""
+    out = []
+    for r in sec.get("rows", []):
+        im = r.get("impls", {})
+
+        def cell(name: str, ratio: bool = False) -> str:
+            s = im.get(name)
+            if not s:
+                return "–"
+            t = s["cpu_s"]["median"]
+            tt = f"{t * 1e6:.1f} µs" if t < 1e-3 else f"{t * 1e3:.2f} ms"
+            return tt + (f" ({s['vs_torchclad']:.2f}×)" if ratio else "")
+
+        out.append([r["case"], r.get("what", ""), cell("torchclad"), cell("native", True),
+                    cell("composed", True)])
+    text = _table(["case", "size", "torchclad op", "native LibTorch op", "composed LibTorch ops"],
+                  out, "llrrr")
+    if sec.get("build_wall_s") is not None:
+        text += (f"\n\nCMake configure + build of the program (2 ops, the runtime, the "
+                 f"benchmark; -j2): {sec['build_wall_s']:.0f} s wall.")
+    if sec.get("error"):
+        text += f"\n\n- error: {sec['error'][:400]}"
+    return text
+
+
 def _machine_line(m: dict | None) -> str:
     if not m:
         return ""
@@ -302,6 +328,16 @@ _INTROS = {
         "a temporary directory with the package's flags, no cache; *g++ CPU s* is each "
         "compiler's CPU time (user + sys), whose sum is what the package's serial build "
         "spends compiling (`benchmarks/bench_build.py`).",
+    "libtorch":
+        "`torchclad aot` ops in a C++ program (`benchmarks/bench_libtorch.py`, kernels from "
+        "`examples/libtorch/kernels`): `torchclad_ops::gelu` / `layernorm` (backward: the "
+        "generated reverse sweep) against LibTorch's fused op with its hand-written backward "
+        "(*native*: `at::gelu(x, \"tanh\")`, `at::layer_norm`) and against the same math in "
+        "elementwise LibTorch ops under torch::autograd (*composed*). Median CPU time per call "
+        "(forward without grad, or forward + `torch::autograd::grad` of every input), one "
+        "thread, implementations interleaved round by round in one process; in brackets the "
+        "median per-round ratio to torchclad (> 1: slower than torchclad). The overhead rows "
+        "use one element.",
 }
 
 _GEMM_FLOOR_INTRO = (
@@ -341,6 +377,8 @@ _SECTIONS = (
      blas_table),
     ("build", "## Build: engine generation and compile time of the built-in kernels",
      build_table),
+    ("libtorch", "## LibTorch C++ ops (`torchclad aot`): per-call overhead and fwd+bwd (CPU, "
+                 "float32)", libtorch_table),
 )
 
 

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 from torchclad.bridge.gradient import Gradient, gradient  # no heavy top-level imports
 
-__all__ = ["gradient", "function", "differentiate", "jacobian", "hessian", "Gradient",
+__all__ = ["gradient", "function", "differentiate", "jacobian", "hessian", "aot", "Gradient",
            "__version__"]
 
 
@@ -52,6 +52,20 @@ def hessian(source, name, wrt=None):
     from torchclad.bridge.forward import hessian as _hessian
 
     return _hessian(source, name, wrt)
+
+
+def aot(source, name, wrt=None, *, inputs, outputs, sizes=None, checks=(), indices=None,
+        out_dir, filename="kernel.cpp", op_name=None):
+    """Write a C++ kernel as a LibTorch op for C++ programs (``torchclad aot``): the spec as in
+    :func:`function`, with expressions (strings) instead of lambdas; see
+    :mod:`torchclad.toolchain.libtorch_spec`. Returns the files written (header, source, ...)."""
+    from torchclad.toolchain.libtorch import generate
+    from torchclad.toolchain.libtorch_spec import Spec
+
+    spec = Spec.of({"inputs": inputs, "outputs": outputs, "sizes": sizes or {},
+                    "checks": list(checks), "indices": indices or {}}, where="torchclad.aot")
+    return generate(source, name, wrt, spec=spec, out_dir=out_dir, filename=filename,
+                    op_name=op_name)
 
 
 def __getattr__(attr):
