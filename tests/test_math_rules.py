@@ -58,6 +58,9 @@ POINTS = {
     "trunc": (math.trunc, [(1.3,), (-2.6,)]),
     "torchclad::detach": (_detach, [(0.7,)]),
     "fmod": (math.fmod, [(5.3, 2.1), (-7.4, 1.9)]),
+    "fma": (lambda a, b, c: a * b + c, [(1.3, -0.7, 0.4), (-2.1, 0.5, 1.5)]),
+    "std::clamp": (lambda v, lo, hi: min(max(v, lo), hi),
+                   [(0.3, -1.0, 1.0), (2.0, -1.0, 1.0), (-3.0, -1.0, 1.0)]),
     # the runtime helpers of the pullbacks (their rules are the second derivatives)
     "torchclad::rt::ln2": (lambda y: math.log(2.0), [(0.7,)]),
     "torchclad::rt::ln10": (lambda y: math.log(10.0), [(0.7,)]),
@@ -74,6 +77,10 @@ POINTS = {
     "torchclad::rt::d_max_a": (lambda a, b: 1.0 if a > b else 0.0, [(1.0, 2.0), (2.5, -1.0)]),
     "torchclad::rt::d_min_a": (lambda a, b: 1.0 if a < b else 0.0, [(1.0, 2.0), (2.5, -1.0)]),
     "torchclad::rt::trunc_div": (lambda x, y: math.trunc(x / y), [(5.3, 2.1), (-7.4, 1.9)]),
+    "torchclad::rt::d_clamp_v": (lambda v, lo, hi: 1.0 if lo <= v <= hi else 0.0,
+                                 [(0.3, -1.0, 1.0), (2.0, -1.0, 1.0)]),
+    "torchclad::rt::d_clamp_lo": (lambda v, lo: 1.0 if v < lo else 0.0, [(0.3, -1.0), (-2.0, -1.0)]),
+    "torchclad::rt::d_clamp_hi": (lambda v, hi: 1.0 if v > hi else 0.0, [(0.3, 1.0), (2.0, 1.0)]),
     "torchclad::rt::d_pow_base": (lambda x, p: p * x ** (p - 1), [(1.7, 2.3), (0.6, -1.4)]),
     "torchclad::rt::d_pow_exp": (lambda x, p, y: y * math.log(x), [(1.7, 2.3, 0.8), (0.6, -1.4, 2.1)]),
 }
@@ -113,7 +120,7 @@ def _build():
                 args = ", ".join(f"x[{i}]" for i in idx)
                 body.append(f"  out[{len(slots)}] = {alias}({args});")
                 slots.append((_key(rule), alias, point, idx))
-    src = (PRELUDE + "\n".join(usings) + "\nusing std::max;\nusing std::min;\n\n"
+    src = (PRELUDE + "\n".join(usings) + "\nusing std::max;\nusing std::min;\nusing std::clamp;\n\n"
            "void math_rules(const double* x, double* out) {\n" + "\n".join(body) + "\n}\n")
     return src, slots, n
 

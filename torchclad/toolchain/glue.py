@@ -325,42 +325,15 @@ def calls(d: Any, scalar: str) -> list[Call]:
     return out + _forward_calls(d, scalar, targs, ret, P, Y, A)
 
 
-def _tangent_slot(i: int, ctype: str, pointer: bool, name: str) -> Slot:
-    return Slot(name, "tangent_pointer" if pointer else "tangent", ctype, i)
-
-
-def _tangent_slots(d: Any, scalar: str, taken: set) -> list[Slot]:
-    """f_pushforward's tangents: one per ``Derivative.tangents`` name."""
-    names = _names()
-    by_name = {p.name: p for p in d.params}
+def _tangents(of: list[Slot], first: int, taken: set) -> list[Slot]:
+    """A tangent slot for each slot in ``of`` (same C++ type; an address for an array or an
+    adjoint, a number for a scalar), named ``_d_<name>`` (numbered when ``taken``)."""
     out = []
-    for i, w in enumerate(getattr(d, "tangents", ())):
-        p = by_name[w]
-        py = names.tangent(w, taken)
-        taken.add(py)
-        ctype = p.c_type(scalar) if p.pointer else _base(p, d, scalar)
-        out.append(_tangent_slot(i, ctype, bool(p.pointer), py))
-    return out
-
-
-def _second_slots(d: Any, scalar: str, pullback: list[Slot], taken: set) -> list[Slot]:
-    """f_pullback_pushforward's tangents: one per index of ``Derivative.second_mask`` into
-    the pullback's arguments (params, [seed], adjoints)."""
-    names = _names()
-    nparams, seed = len(d.params), 1 if _seeded(d) else 0
-    out = []
-    for j, i in enumerate(getattr(d, "second_mask", ())):
-        py = names.tangent(pullback[i].name, taken)
-        taken.add(py)
-        if i < nparams:
-            p = d.params[i]
-            ctype = p.c_type(scalar) if p.pointer else _base(p, d, scalar)
-            out.append(_tangent_slot(100 + j, ctype, bool(p.pointer), py))
-        elif i < nparams + seed:
-            out.append(_tangent_slot(100 + j, d.return_type.c_type(scalar), False, py))
-        else:
-            adj = {p.name: p for p in d.params}[adjoint_names(d)[i - nparams - seed]]
-            out.append(_tangent_slot(100 + j, _adjoint_type(adj, d, scalar), True, py))
+    for j, s in enumerate(of):
+        name = _names().tangent(s.name, taken)
+        taken.add(name)
+        role = "tangent_pointer" if s.role in ("pointer", "adjoint") else "tangent"
+        out.append(Slot(name, role, s.ctype, first + j))
     return out
 
 
@@ -375,7 +348,8 @@ def _forward_calls(d: Any, scalar: str, targs: str, ret: str, P, Y, A) -> list[C
         out.append(Call("pushforward", binding_name(n, "pushforward", scalar),
                         _names().generated(n, "pushforward") + targs,
                         f"std::pair<{ret}, {ret}>" if pair else "void",
-                        tuple(P + _tangent_slots(d, scalar, set(taken))),
+                        tuple(P + _tangents([P[i] for i, p in enumerate(d.params)
+                                             if p.name in d.tangents], 0, set(taken))),
                         f"pushforward of {n} ({scalar}): tangents in, (value, tangent) out",
                         pair))
     if "darg" in kinds:
@@ -385,7 +359,8 @@ def _forward_calls(d: Any, scalar: str, targs: str, ret: str, P, Y, A) -> list[C
     if "pullback_pushforward" in kinds:
         out.append(Call("pullback_pushforward", binding_name(n, "pullback_pushforward", scalar),
                         _names().generated(n, "pullback_pushforward") + targs, "void",
-                        tuple(P + Y + A + _second_slots(d, scalar, P + Y + A, set(taken))),
+                        tuple(P + Y + A + _tangents([(P + Y + A)[i] for i in d.second_mask],
+                                                    100, set(taken))),
                         f"forward over reverse: the pushforward of {n}'s pullback ({scalar})"))
     return out
 
