@@ -140,3 +140,30 @@ def test_member_function_is_refused_by_the_bindings_with_a_reason():
     with pytest.raises(Exception) as e:
         torchclad.gradient(src, "S::f")
     assert "member function" in str(e.value)
+
+
+STRUCT_REFS = r"""
+struct Pair { double a; double b; };
+// a reference to a struct and to one of its fields, after an early return (Clad's
+// EarlyReturns.C structRefAfterEarly): uses of r are uses of p, writes through rb write p.b
+double struct_refs(double x, double y) {
+    if (y == 0) return 1;
+    Pair p;
+    p.a = x * y;
+    p.b = x + y;
+    Pair& r = p;
+    double& rb = p.b;
+    rb = rb * x;
+    return r.a * r.b;
+}
+"""
+
+
+@pytest.mark.parametrize("x,y", [(2.0, 1.0), (-0.7, 1.3)])
+def test_reference_to_struct_and_field(x, y):
+    g = torchclad.gradient(STRUCT_REFS, "struct_refs")
+    dx, dy = g(x, y)
+    # f = x y (x + y) x = x^3 y + x^2 y^2
+    assert dx == pytest.approx(3 * x * x * y + 2 * x * y * y, rel=1e-12)
+    assert dy == pytest.approx(x ** 3 + 2 * x * x * y, rel=1e-12)
+    assert g(x, 0.0) == (0.0, 0.0)

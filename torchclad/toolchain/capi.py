@@ -72,9 +72,14 @@ def _use(slot: Any, k: int) -> str:
 
 
 def _entry(call: Call, namespace: str = "") -> str:
-    uses, k = [], 0
+    uses, locals_, k = [], [], 0
     for s in call.slots:
-        uses.append(_use(s, k))
+        use = _use(s, k)
+        if s.role in ("scalar", "seed"):
+            # a local: a reference parameter (`double& y`) binds to it; by-value ones copy it
+            locals_.append(f"{s.ctype.replace('const ', '')} v{k} = {use}; ")
+            use = f"v{k}"
+        uses.append(use)
         if s.role != "tape":
             k += 1
     invoke = f"{namespace + '::' if namespace else ''}{call.callee}({', '.join(uses)})"
@@ -88,7 +93,7 @@ def _entry(call: Call, namespace: str = "") -> str:
         f"TORCHCLAD_EXPORT int {entry_symbol(call.binding)}(const torchclad_arg* args, "
         "void* tape, torchclad_arg* ret) {\n"
         f"  (void)args; (void)tape; (void)ret;\n"
-        f"  return torchclad::capi::call([&] {{ {body} }});\n"
+        f"  return torchclad::capi::call([&] {{ {''.join(locals_)}{body} }});\n"
         "}\n"
     )
 

@@ -299,6 +299,10 @@ def _adjoint_slots(d: Any, scalar: str) -> list[Slot]:
 def calls(d: Any, scalar: str) -> list[Call]:
     """Every binding of ``d`` for ``scalar``, in binding order: the primal, ``pullback``,
     ``grad`` (non-void only), ``reverse_forw``, ``reverse_sweep``."""
+    if getattr(d, "method", False):
+        raise GlueError(f"{d.name} is a member function: torchclad binds free functions "
+                        "(call it from a free function and differentiate that; C++ code can "
+                        "call the generated functions, which take the object first)")
     n, void = d.name, _is_void(d.return_type)
     targs = f"<{', '.join(scalar for _ in d.template_params)}>" if d.template_params else ""
     ret = "void" if void else d.return_type.c_type(scalar)

@@ -191,7 +191,7 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
         if c in custom_cursors:
             customs[c.spelling] = lw.custom_function(c)
             if c.is_definition():      # forward mode may differentiate a custom derivative
-                body = Lowerer(filename, template, names)
+                body = Lowerer(filename, template, declared)
                 body.globals, body.pragmas = lw.globals, marks
                 try:
                     bodies[c.spelling] = body.function(c, custom=True)

@@ -393,7 +393,8 @@ class Statements(Scopes):
         self.no_value_temp(d, e)
         if d.storage_class == ci.StorageClass.STATIC:
             self.err(d, f"static reference '{d.spelling}' is not supported")
-        if isinstance(e, ir.Index) or (isinstance(e, ir.Var) and not e.type.is_memory):
+        if isinstance(e, (ir.Index, ir.Member)) or \
+                (isinstance(e, ir.Var) and (not e.type.is_memory or e.type.is_object)):
             init = ir.Unary("&", e, ir.Type(e.type.base, 1, typ.const or e.type.const, (),
                                             e.type.real, ref=True))
             v = self.new_var(d, d.spelling, replace(typ, const=init.type.const))
