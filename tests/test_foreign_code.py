@@ -167,3 +167,35 @@ def test_reference_to_struct_and_field(x, y):
     assert dx == pytest.approx(3 * x * x * y + 2 * x * y * y, rel=1e-12)
     assert dy == pytest.approx(x ** 3 + 2 * x * x * y, rel=1e-12)
     assert g(x, 0.0) == (0.0, 0.0)
+
+
+STRUCT_BY_REFERENCE = r"""
+struct S { double a; double b; };
+void scale(S& s) { s.a = 3 * s.a; s.b = 3 * s.b; }
+// a struct a callee overwrites through a reference while its old value is still needed
+// (Clad's RecordRestore.C): saved whole before the call, restored after the callee's sweep
+double by_reference(double x) {
+    S s;
+    s.a = x;
+    s.b = 2 * x;
+    double t = 0;
+    for (int i = 0; i < 2; i++) {
+        scale(s);
+        t += s.a * s.a + s.b;
+    }
+    return t;
+}
+"""
+
+
+def test_struct_passed_by_reference_to_a_writing_callee():
+    (dx,) = torchclad.gradient(STRUCT_BY_REFERENCE, "by_reference")(1.5)
+    # t = 9x^2 + 6x + 81x^2 + 18x = 90x^2 + 24x
+    assert dx == pytest.approx(180 * 1.5 + 24, rel=1e-12)
+
+
+def test_c_string_argument():
+    g = torchclad.gradient("double f(double x, const char* s) { return s[0] == 'x' ? x * x : x; }",
+                           "f", "x")
+    assert g(3.0, "x") == (6.0,)
+    assert g(3.0, "y") == (1.0,)

@@ -11,7 +11,8 @@ over `main`'s declarations and assignments), gives the test file's own source (w
 `main`) to `torchclad.gradient(source, "f", "args")`, runs it and checks the gradient
 against central finite differences of the compiled primal. Each function is:
 
-- correct   every run's gradient matches finite differences
+- correct   every run's gradient matches finite differences (for a function using
+            `non_differentiable`: the gradient the test expects Clad to print)
 - wrong     some run's gradient does not (finite differences at two steps agree, we do not)
 - crash     an internal error, or generated code that does not compile
 - refused   a DiffError (the message is kept), or the bridge refuses the signature
@@ -118,6 +119,9 @@ class Request:
     wrt: object          # Clad's args string, an index, or None
     params: list
     runs: list = field(default_factory=list)      # lists of primal argument values
+    # Clad's own expected gradient where finite differences are not the oracle (a function
+    # using non_differentiable: Clad cuts those derivatives on purpose): (args, values)
+    expected: tuple = ()
 
     @property
     def key(self):
@@ -662,10 +666,37 @@ def classify(e: BaseException) -> tuple:
     return "crash", f"{type(e).__name__}: {e}"[:2000]
 
 
+_TEST_FUNC = re.compile(r"TEST_FUNC\((\w+),\s*([^)]*)\)\s*//\s*CHECK-EXEC:\s*([-\d. ]+)")
+
+
+def clad_expected(source: str) -> dict:
+    """name -> (args, gradient) from a test's `TEST_FUNC(name, args...) // CHECK-EXEC: values`
+    lines, for files whose functions use `non_differentiable` (there Clad's printed values,
+    not finite differences of the primal, are what the attribute must give)."""
+    if "non_differentiable" not in source:
+        return {}
+    return {m.group(1): ([float(a) for a in m.group(2).split(",")],
+                         [float(v) for v in m.group(3).split()])
+            for m in _TEST_FUNC.finditer(source)}
+
+
+def judge_expected(req: Request, g, res: Result) -> Result:
+    """Judge against Clad's printed gradient (two decimals, as the test prints it)."""
+    args, want = req.expected
+    got = g(*args)
+    ok = len(got) == len(want) and all(abs(float(a) - b) <= 0.006 for a, b in zip(got, want))
+    res.category = "correct" if ok else "wrong"
+    res.message = (f"against Clad's expected output {want} at {args} (non_differentiable)"
+                   + ("" if ok else f": ours {[round(float(a), 4) for a in got]}"))
+    return res
+
+
 def judge_gradient(req: Request, g, seed: int) -> Result:
     """Run a built gradient at the test's values and judge it."""
     import numpy as np
     res = Result(req.file, req.name, req.wrt, "unjudged", line=req.line)
+    if req.expected:
+        return judge_expected(req, g, res)
     t0 = time.time()
     rng = np.random.default_rng(seed)
     runs = req.runs or [[]]
@@ -729,6 +760,10 @@ def judge_file(reqs: list, source: str, file_index: int) -> list:
     out: dict = {}
     derivs: dict = {}
     eng = None
+    expected = clad_expected(source)
+    for req in reqs:
+        if req.name in expected:
+            req.expected = expected[req.name]
     try:
         eng = engine.Engine(source, "kernel.cpp")
     except Exception as e:      # noqa: BLE001
@@ -800,7 +835,10 @@ def markdown(results: list, clad_rev: str) -> str:
            "one module (at -O0: the harness judges values), each run at the values the test's "
            "`execute` calls pass and compared with central finite differences of the compiled "
            "primal (two steps). Where the test's values sit on a kink or a jump of the "
-           "function (branches on integers), it is judged next to them as well. Categories: "
+           "function (branches on integers), it is judged next to them as well. Functions "
+           "using `non_differentiable` are judged against the gradient the test expects "
+           "Clad to print (its `CHECK-EXEC` line): that attribute cuts derivatives on "
+           "purpose, so finite differences of the primal are not the oracle. Categories: "
            "correct, wrong (finite differences at two steps agree, we do not), crash (an "
            "internal error, generated code that does not compile, or a run that dies), "
            "refused (a DiffError naming the construct with file:line:col, or the bindings "

@@ -278,9 +278,14 @@ def _as_tensor(k: Any, p: Any, a: Any):
         return a
     if hasattr(a, "__array_interface__") or hasattr(a, "__array__"):
         return torch.as_tensor(a)
+    if isinstance(a, (str, bytes)) and p.base in ("char", "unsigned char"):
+        # a C string: its bytes and the terminating NUL
+        data = a.encode() if isinstance(a, str) else a
+        dtype = torch.int8 if p.base == "char" else torch.uint8
+        return torch.tensor(list(data) + [0], dtype=torch.uint8).view(dtype)
     raise TypeError(
         f"{k.name}: argument '{p.name}' is a pointer ({p.base}*); expected a torch tensor "
-        f"(or numpy array), got {describe(a)}"
+        f"(or numpy array{', or a str' if p.base == 'char' else ''}), got {describe(a)}"
     )
 
 

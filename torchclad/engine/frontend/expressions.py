@@ -360,9 +360,9 @@ class Expressions(Scopes):
         """A reference of type t bound to e: its address; a temporary (a value that is not
         a variable or an element) is first kept in a local `_refN`."""
         self.no_value_temp(c, e)
-        if isinstance(e, ir.Index) or (isinstance(e, ir.Var) and not e.type.is_memory):
-            return ir.Unary("&", e, ir.Type(e.type.base, 1, e.type.const, (), e.type.real,
-                                            ref=True))
+        if isinstance(e, (ir.Index, ir.Member)) or \
+                (isinstance(e, ir.Var) and (not e.type.is_memory or e.type.is_object)):
+            return ir.Unary("&", e, replace(e.type, ptr=1, dims=(), vector=False, ref=True))
         if self.pre is None:
             self.err(c, "a value passed by reference inside a conditionally evaluated "
                         "expression (?:, &&, ||) is not supported; compute it into a variable "

@@ -395,8 +395,8 @@ class Statements(Scopes):
             self.err(d, f"static reference '{d.spelling}' is not supported")
         if isinstance(e, (ir.Index, ir.Member)) or \
                 (isinstance(e, ir.Var) and (not e.type.is_memory or e.type.is_object)):
-            init = ir.Unary("&", e, ir.Type(e.type.base, 1, typ.const or e.type.const, (),
-                                            e.type.real, ref=True))
+            init = ir.Unary("&", e, replace(e.type, ptr=1, const=typ.const or e.type.const,
+                                            dims=(), vector=False, ref=True))
             v = self.new_var(d, d.spelling, replace(typ, const=init.type.const))
             return ir.Decl(v, init, (), self.loc(d))
         v = self.new_var(d, d.spelling, replace(typ.element(), const=True))

@@ -95,7 +95,7 @@ class Assembler:
             r = self.rv.al.root_of(call.args[i])
             if r is None or (keys and self.rv.al.mem_key(r) not in keys):
                 continue
-            if not r.type.is_memory:     # a scalar passed by reference or address
+            if not r.type.is_memory or r.type.is_object:   # a scalar or a struct object
                 out.append(r)
                 continue
             if not r.type.is_array:
@@ -108,7 +108,7 @@ class Assembler:
 
     def _restore_call(self, s, p) -> list:
         """The restores of what a call wrote through its arguments (after its sweep)."""
-        return [ir.TapeArray(r, ir.element_count(r.type), True) if r.type.is_memory
+        return [ir.TapeArray(r, ir.element_count(r.type), True) if r.type.is_array
                 else ir.Assign("=", r, self.popped_value(r), s.loc)
                 for r in self._call_saves(s, p)]
 
@@ -151,7 +151,7 @@ class Assembler:
     def _record_all(self, s, p) -> list:
         if not self.rec.must_record(p):
             return []
-        saves = [ir.TapeArray(r, ir.element_count(r.type), False) if r.type.is_memory
+        saves = [ir.TapeArray(r, ir.element_count(r.type), False) if r.type.is_array
                  else self.push_value(r, s.loc) for r in reversed(self._call_saves(s, p))]
         if not isinstance(s, ir.Assign):
             return saves
