@@ -51,12 +51,15 @@ def test_pushforward(session, case, opt, analyses):
     _passes(F.check_forward, session, case, opt, analyses)
 
 
+#: the cases whose point has a second derivative (F.SECOND_UNDEFINED: at a kink the pullback
+#: jumps, and finite differences of it are no oracle; their first derivatives are checked above)
+SECOND_CASES = [c for c in FORWARD_CASES if c.name not in F.SECOND_UNDEFINED]
+
+
 @pytest.mark.parametrize("analyses", ANALYSES)
 @pytest.mark.parametrize("opt", OPTS)
-@pytest.mark.parametrize("case", FORWARD_CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SECOND_CASES, ids=lambda c: c.name)
 def test_pullback_pushforward(session, case, opt, analyses):
-    if case.name in F.SECOND_UNDEFINED:
-        pytest.skip(F.SECOND_UNDEFINED[case.name])
     _passes(F.check_second, session, case, opt, analyses)
 
 
