@@ -396,9 +396,15 @@ def test_modular_tied_gradient_accumulates_and_retains(monkeypatch):
     assert len(seen) == 3
 
 
-def test_modular_tied_gradient_create_graph_refused():
+def test_modular_tied_gradient_under_create_graph():
+    """create_graph=True (a gradient penalty's first step) gives the same gradients, the tied
+    embedding's included; second order itself is tests/test_nn_higher_order.py's."""
     cfg = tiny_config()
     model, _ = make(cfg, False, torch.float64)
-    loss = model(*batch(cfg, 2, 5))[1]
-    with pytest.raises(RuntimeError, match="double backward"):
-        loss.backward(create_graph=True)
+    idx, tgt = batch(cfg, 2, 5)
+    params = [p for p in model.parameters() if p.requires_grad]
+    plain = torch.autograd.grad(model(idx, tgt)[1], params)
+    graph = torch.autograd.grad(model(idx, tgt)[1], params, create_graph=True)
+    assert any(g.requires_grad for g in graph)
+    for a, b in zip(plain, graph):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-12, atol=1e-12)

@@ -10,7 +10,7 @@
                        of a call); the TORCH_LIBRARY registration of torchclad_ops::<op> with
                        a CompositeExplicitAutograd and an Autograd kernel; <op>() itself,
                        which calls the op through the dispatcher
-    torchclad/         the runtime (copied from the package): the tape (tape.h, runtime.h,
+    torchclad/         the runtime (copied from the package): the tape (tape.h, parallel.h, forward.h, runtime.h,
                        math.h); libtorch.h / libtorch.cpp, what every op shares: the
                        torch::autograd::Function, the kernels' bodies, the checks' messages
     torchclad/vecmath.h  where this machine's glibc has libmvec: SIMD declarations of the
@@ -47,7 +47,8 @@ __all__ = ["write_op", "generate", "RUNTIME_FILES", "NAMESPACE", "SpecError"]
 
 #: the runtime an op needs, copied from csrc/runtime/torchclad: the tape's headers, and the
 #: LibTorch part (libtorch.h, and libtorch.cpp, compiled once per torchclad_ops target)
-RUNTIME_FILES = ("runtime.h", "tape.h", "math.h", "libtorch.h", "libtorch.cpp")
+RUNTIME_FILES = ("runtime.h", "tape.h", "parallel.h", "forward.h", "math.h", "libtorch.h",
+                 "libtorch.cpp")
 # Standard headers kernels use, included before the kernel's namespace opens (their include
 # guards keep them out of it); the kernel's own <...> includes are added.
 _PRE_INCLUDES = ("cmath", "cstddef", "cstdint", "cstdlib", "cstring", "algorithm", "limits",

@@ -6,6 +6,8 @@ shared state, names and types (:mod:`.scope`).
 """
 from __future__ import annotations
 
+import re
+
 from .. import ir, names
 from ..errors import DiffError, Loc
 from . import fence
@@ -69,9 +71,12 @@ class Lowerer(Statements, Expressions, Records):
                            self.write_once(c, params[-len(names_):] if names_ else []))
 
     def check_pragmas_used(self, c) -> None:
-        """Every torchclad pragma inside function ``c`` was taken by a for loop."""
+        """Every torchclad pragma and OpenMP loop pragma (`omp ... for`, `omp ... simd`)
+        inside function ``c`` was taken by a for loop (libclang without -fopenmp does not
+        check the OpenMP ones; the compiler would)."""
         for line, text in sorted(self.pragmas.items()):
-            if text.startswith("torchclad") and line not in self.used_pragmas and \
+            loop_pragma = text.startswith("torchclad") or re.match(r"omp\b.*\b(for|simd)\b", text)
+            if loop_pragma and line not in self.used_pragmas and \
                     c.extent.start.line < line <= c.extent.end.line:
                 raise DiffError(Loc(self.filename, line - 1, 1),
                                 f"'#pragma {text}' must come right before a for loop")

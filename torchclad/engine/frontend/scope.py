@@ -47,7 +47,7 @@ class Scopes:
         self.as_lvalue = False            # the expression being lowered is assigned to
         self.value_temps: set = set()     # uids of the copies `?:` with side effects yields
         self.record_decls: dict = {}      # struct name -> its declaration cursor
-        self.used_pragmas: set = set()   # lines of torchclad pragmas a loop took
+        self.used_pragmas: set = set()   # lines of the pragmas a for loop took
 
     def visitor(self, c):
         """The method lowering cursor ``c``, ``visit_<its kind>`` (``visit_if_stmt``,

@@ -296,6 +296,8 @@ class Statements(Scopes):
     def with_pragma(self, c, loop: ir.Loop) -> ir.Loop:
         """``loop`` carrying the omp / torchclad pragma written before for-statement ``c``."""
         pragma = self.pragmas.get(c.extent.start.line, "")
+        if pragma:
+            self.used_pragmas.add(c.extent.start.line)
         if pragma.startswith("torchclad"):
             return replace(loop, pragma=self.checkpoint_pragma(c, pragma))
         if pragma.startswith("omp"):
