@@ -159,7 +159,7 @@ class Engine:
             kinds += ("pushforward",) + (("darg",) if fwd.darg is not None else ())
         if "second" in modes:
             second = forward_request.pullback_pushforward(
-                self.module, self.options, self._serial_ir(name, wrt), fn, wrt_vars, outputs)
+                self.module, self.options, self.generated, fn, wrt_vars, outputs)
             funcs += self._add_forward(second)
             kinds += ("pullback_pushforward",)
         src = dict(zip((p.uid for p in fn.params), fn.source_names or
@@ -177,20 +177,6 @@ class Engine:
             tangents=tuple(src[fn.params[i].uid] for i in fwd.mask) if fwd else (),
             darg=fwd.darg if fwd else None, second_mask=second.mask if second else (),
             outputs=tuple(src[p.uid] for p in outputs))
-
-    def _serial_ir(self, name: str, wrt) -> dict:
-        """The generated functions as IR for forward over reverse: as generated, but with the
-        reverse loops that sum per-chunk partials run serially (their chunk pointers point
-        into either of two arrays, which forward mode's alias analysis cannot follow)."""
-        out = dict(self.generated)
-        if names.pullback(name) in self.module.customs:
-            return out
-        sweep_writes = dict(self.sweep_writes)
-        for node in self.plan(name, wrt).nodes:
-            g = generate(node, self.module, sweep_writes, serial=True)
-            sweep_writes[names.reverse_sweep(node.base)] = g.sweep_writes_primal
-            out.update((f.name, f) for f in g.functions)
-        return out
 
     def _add_forward(self, result) -> tuple:
         """Keep a forward request's functions; those this derivative lists (new or not)."""

@@ -96,19 +96,17 @@ def split_pair(base: str, fn: ir.Function, sig: Parameters, forward: list,
                       sig.params + sig.seed + sig.adjoints + [TAPE_PARAM], sweep, fn.template)]
 
 
-def generate(node: Node, module: ir.Module, sweep_writes: Mapping,
-             serial: bool = False) -> Generated:
+def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     """The functions of one request; sweep_writes: generated sweep name -> whether it may
-    write primal memory (the callees', generated before). ``serial``: reverse loops that
-    need per-chunk partial sums run serially (the IR forward over reverse differentiates)."""
+    write primal memory (the callees', generated before)."""
     an, fn = node.analysis, node.fn
     rv, body = an.reverse, an.fn.body
     roots = set(rv.adj_names.values())
     sig = parameters(fn, node.adjoints, rv.adj_names)
     groups = [{rv.adj_names[p.uid] for p in fn.params if p.name in g and p.uid in rv.adj_names}
               for g in overlapping(module, fn)]
-    fwd_asm = Assembler(rv, an.split, split=True, overlaps=groups, serial_partials=serial)
-    rev_asm = Assembler(rv, an.split, split=True, overlaps=groups, serial_partials=serial)
+    fwd_asm = Assembler(rv, an.split, split=True, overlaps=groups)
+    rev_asm = Assembler(rv, an.split, split=True, overlaps=groups)
     flags = disjoint_flags(rv, an.split)
     forward = flags + dead_code(fwd_asm.fwd_block(body, (), top=True))
     promote = promotion(module, fn, roots)
@@ -119,7 +117,7 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping,
     texts = list(decls)
     notes = fwd_asm.notes + rev_asm.notes
     if node.top:
-        asm = Assembler(rv, an.combined, split=False, overlaps=groups, serial_partials=serial)
+        asm = Assembler(rv, an.combined, split=False, overlaps=groups)
         combined = reset + disjoint_flags(rv, an.combined) + promote(dead_resets(dead_code(
             cse_calls(asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
         if uses_tape(combined):

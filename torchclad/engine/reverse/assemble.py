@@ -23,15 +23,11 @@ from .transform import TAPE, ULONG, Reverse, inverse, template_args
 
 
 class Assembler:
-    def __init__(self, rv: Reverse, rec: Recording, split: bool, overlaps: list = (),
-                 serial_partials: bool = False):
+    def __init__(self, rv: Reverse, rec: Recording, split: bool, overlaps: list = ()):
         self.rv = rv
         self.rec = rec
         self.split = split
         self.overlaps = list(overlaps)  # sets of adjoint names whose memory may overlap
-        # a reverse loop that needs per-chunk partial sums runs serially instead (the pullback
-        # forward over reverse differentiates: its chunk pointers point into two arrays)
-        self.serial_partials = serial_partials
         self.names = Names({})
         self.rev_cache: dict = {}
         self.notes: list = []       # (loc, text): pragmas not kept, loops left serial

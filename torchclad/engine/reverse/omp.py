@@ -299,8 +299,6 @@ def reverse(asm, nt: Nest) -> list:
         asm.note(nt.loc, f"'#pragma {outer.pragma}': the reverse loop runs serially: "
                          f"{refusal}")
         nest_loop = _rebuild(nt.levels, body, "")
-    elif plan.partials and asm.serial_partials:
-        nest_loop = _rebuild(nt.levels, body, "")
     elif plan.partials:
         return [ir.Block(tuple(decls + _chunked(asm, nt, width, trips, total, body, plan)),
                          outer.loc)]
