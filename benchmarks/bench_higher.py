@@ -184,7 +184,8 @@ def run_all(cases=CASES, thread_counts=THREADS, quick: bool = False, write: bool
         "cases": labels, "impls": list(IMPLS), "quick": quick, "rows": rows,
     }
     if write:
-        bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"), None, "cases"))
+        order = [label(c, z, t) for t in THREADS for c in CASES for z in SIZES]
+        bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"), order, "cases"))
     return payload
 
 
