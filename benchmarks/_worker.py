@@ -3,6 +3,8 @@
     python benchmarks/_worker.py [--threads N] component <name> <impl>
     python benchmarks/_worker.py [--threads N] gpt2 <impl> [<model>] <B> <T>   (model: demo |
                                  shakespeare | gpt2, reference_models.MODELS; default gpt2)
+    python benchmarks/_worker.py [--threads N] higher <layernorm|gelu> <small|gpt2> <impl>
+                                 (bench_higher.HigherCase: a JVP and an HVP; impl torchclad | eager)
     python benchmarks/_worker.py [--threads N] --once [--steps N] component gelu torchclad   (by hand)
 
 component: matmul | attention | layernorm | gelu | crossentropy;  impl: torchclad | eager | compile
@@ -264,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--once", action="store_true", help="run warmup + steps and print (by hand)")
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("what", choices=["component", "gpt2"])
+    ap.add_argument("what", choices=["component", "gpt2", "higher"])
     ap.add_argument("args", nargs="+")
     a = ap.parse_args(argv)
     if a.threads > 0:  # before torch (and its OpenMP / MKL runtimes) load
@@ -283,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(a.threads)
         if a.what == "component":
             case = ComponentCase(*a.args)
+        elif a.what == "higher":
+            from bench_higher import HigherCase
+
+            case = HigherCase(*a.args)
         else:
             impl, model, B, T = a.args if len(a.args) == 4 else (a.args[0], "gpt2", *a.args[1:])
             case = GPT2Case(impl, model, int(B), int(T))

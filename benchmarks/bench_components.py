@@ -61,8 +61,9 @@ def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True) -
 
 
 def _brief(row: dict) -> str:
-    if row.get("status") != "ok":
-        return f"{row.get('status')}: {(row.get('reason') or row.get('error') or '')[:160]}"
+    failed = bl.failure_text(row, 160)
+    if failed:
+        return failed
     vs = (row.get("vs_eager") or {}).get("fwd_bwd")
     return (f"fwd+bwd {bl.fmt_ms(row['times']['fwd_bwd']['min'])} ms"
             + (f" ({vs['median']:.2f}x eager)" if vs else "")

@@ -159,8 +159,9 @@ def _floor_in_process(model: str, threads: int, reps: int) -> dict:
 
 
 def _brief(row: dict) -> str:
-    if row.get("status") != "ok":
-        return f"{row.get('status')}: {(row.get('reason') or row.get('error') or '')[:200]}"
+    failed = bl.failure_text(row)
+    if failed:
+        return failed
     t = row["times"]
     vs = (row.get("vs_eager") or {}).get("fwd_bwd")
     return (f"fwd+bwd {bl.fmt_ms(t['fwd_bwd']['min'])} ms"

@@ -387,6 +387,13 @@ def summarize_rows(rows: dict[str, dict[str, Any]], sums: dict[str, tuple[str, .
     return rows
 
 
+def failure_text(row: dict[str, Any], width: int = 200) -> str | None:
+    """A log line's text for a row that did not run ("error: <why>"), None for one that did."""
+    if row.get("status") == "ok":
+        return None
+    return f"{row.get('status')}: {(row.get('reason') or row.get('error') or '')[:width]}"
+
+
 def benchmark_once(benchmark: Any, run_all: Any, table: Any) -> dict[str, Any]:
     """pytest-benchmark entry point of a PyTorch benchmark module: one round of ``run_all``,
     ``table(payload)`` printed, each row's fwd+bwd minimum (or its status) kept as extra info."""

@@ -249,6 +249,32 @@ def libtorch_table(sec: dict) -> str:
     return text
 
 
+def higher_order_table(sec: dict) -> str:
+    """Generated JVP and HVP vs torch's: median ms per call, median per-round ratio (p10–p90)."""
+    idx = _by(sec.get("rows", []), "case", "impl")
+    out = []
+    for case in sec.get("cases", []):
+        e, t = idx.get((case, "eager")), idx.get((case, "torchclad"))
+        size = next((x.get("size") for x in (e, t) if x and x.get("size")), "")
+        row = [case, size]
+        for ph in ("jvp", "hvp", "second"):
+            row += [_cell_median(e, ph), _cell_median(t, ph), _rel_cell(t, e, ph)]
+        row.append(f"{t['max_rel_err_f32']:.0e}" if t and t.get("status") == "ok" else "–")
+        out.append(row)
+    head = ["case", "x", "JVP eager ms", "JVP torchclad ms", "**JVP ratio**", "HVP eager ms",
+            "HVP torchclad ms", "**HVP ratio**", "double bwd eager ms",
+            "double bwd torchclad ms", "double bwd ratio", "f32 rel err"]
+    text = _table(head, out, "ll" + "r" * 10)
+    notes = _notes(sec.get("rows", []), "case")
+    return text + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def _cell_median(row: dict | None, series: str) -> str:
+    if row is None or row.get("status") != "ok":
+        return _cell(row, series)
+    return res.fmt_ms(_t(row, series, "median"))
+
+
 def _machine_line(m: dict | None) -> str:
     if not m:
         return ""
@@ -328,6 +354,22 @@ _INTROS = {
         "a temporary directory with the package's flags, no cache; *g++ CPU s* is each "
         "compiler's CPU time (user + sys), whose sum is what the package's serial build "
         "spends compiling (`benchmarks/bench_build.py`).",
+    "higher_order":
+        "Forward mode and second order (`benchmarks/bench_higher.py`): `torch.func.jvp` "
+        "(the output and J v) and the Hessian-vector product by double backward (`y = f(x)`, "
+        "`g = grad(<y, w>, x, create_graph=True)`, `grad(g, x, v)`; *double bwd* is the last "
+        "call alone) through `torchclad.nn.LayerNorm` / `GELU(\"tanh\")` -- whose jvp is the "
+        "kernel's generated `f_pushforward` and whose double backward is the generated "
+        "`f_pullback_pushforward` (forward over reverse) -- against torch's own formulas for "
+        "`F.layer_norm` / `F.gelu(approximate=\"tanh\")` (weight and bias frozen). float32; "
+        "GELU acts on (B, T, 4C). One process per implementation, interleaved; *N*thr = "
+        "torch's default thread count (wall clock), 1thr = one thread (process CPU time). "
+        "Times are medians; ratio > 1: slower than eager. *f32 rel err*: torchclad's largest "
+        "error against torch ops in float64 (relative to each result's largest element), "
+        "checked before timing. The jvp / hvp kernels are compiled on first use without the "
+        "CPU-specific flags and libmvec vector math of the installed first-order kernels "
+        "(GELU's `tanh` runs scalar), and with more threads than free cores the wall clock "
+        "counts OpenMP barriers waiting for descheduled threads (note the load average).",
     "libtorch":
         "`torchclad aot` ops in a C++ program (`benchmarks/bench_libtorch.py`, kernels from "
         "`examples/libtorch/kernels`): `torchclad_ops::gelu` / `layernorm` (backward: the "
@@ -377,6 +419,8 @@ _SECTIONS = (
      blas_table),
     ("build", "## Build: engine generation and compile time of the built-in kernels",
      build_table),
+    ("higher_order", "## Forward mode and second order: generated JVP and Hessian-vector "
+                     "product vs torch's (CPU, float32)", higher_order_table),
     ("libtorch", "## LibTorch C++ ops (`torchclad aot`): per-call overhead and fwd+bwd (CPU, "
                  "float32)", libtorch_table),
 )

@@ -193,3 +193,36 @@ def test_compile_double_backward_is_refused_by_torch(op):
     x, w = _xw(grad=True)
     with pytest.raises(Exception, match="autograd.grad"):
         torch.compile(dd, fullgraph=True)(x, w)
+
+
+ROWS = r"""
+#include <cmath>
+// out[n][c] = tanh(x[n][c] w[c]): every row reads all of w, so the parallel reverse sums d w in
+// partial sums, one per chunk of rows (torchclad::par_combine)
+void rows(double* out, const double* x, const double* w, int N, int C) {
+  #pragma omp parallel for
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) out[n * C + c] = std::tanh(x[n * C + c] * w[c]);
+}
+"""
+
+
+def test_second_order_through_the_partial_sums_of_a_parallel_reverse():
+    """Forward over a pullback whose chunk pointer picks its partial sums or the adjoint
+    itself (`T* _d_w = many ? _t.data() + c * C : _d_w0`): the tangents follow the same
+    choice and are combined like the values."""
+    assert "par_combine" in torchclad.gradient(ROWS, "rows", "x, w").source
+    op = torchclad.function(ROWS, "rows", inputs=["x", "w"], outputs={"out": lambda x, w: x.shape},
+                            sizes={"N": lambda x, w: x.shape[0], "C": lambda x, w: x.shape[1]})
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(6, 3, dtype=D, generator=g) - 0.5
+    w = torch.rand(3, dtype=D, generator=g) + 0.5
+    assert torch.autograd.gradgradcheck(op, (x.requires_grad_(), w.requires_grad_()))
+    seed = torch.rand(6, 3, dtype=D, generator=g)
+
+    def loss(f):
+        return lambda a, b: (f(a, b) * seed).sum()
+
+    ref = lambda a, b: torch.tanh(a * b)
+    assert _close(torch.func.hessian(loss(op), argnums=(0, 1))(x.detach(), w.detach()),
+                  torch.func.hessian(loss(ref), argnums=(0, 1))(x.detach(), w.detach()))

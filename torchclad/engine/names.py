@@ -233,3 +233,11 @@ CHECKPOINT_START, CHECKPOINT_END = "_cp_s", "_cp_e"
 # ------------------------------------------------------ locals of fixed-lane reductions
 #: block start, lane index and lane array of the k-th fixed-lane reduction: _ib0, _j0, _lane0
 LANE_BLOCK, LANE_INDEX, LANE_ARRAY = "_ib", "_j", "_lane"
+
+# ------------------------------------------------- partial sums of a parallel reverse loop
+#: a fixed number of chunks of iterations, where chunk c starts, and the combination of the
+#: chunks' partial sums into the adjoint in chunk order (torchclad/parallel.h of the runtime)
+PAR_CHUNKS, PAR_BEGIN, PAR_COMBINE = ("torchclad::par_chunks", "torchclad::par_begin",
+                                      "torchclad::par_combine")
+#: the storage of a std::vector local (partial sums, per-iteration slots): Raw text, {0} the vector
+VECTOR_DATA = "{0}.data()"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .. import ir
+from .. import ir, names
 from ..analysis.activity import Aliases, find_aliases, reads_of, target_key
 
 TAPE = ("tape",)
@@ -32,9 +32,40 @@ def _has_pop(e) -> bool:
     return e is not None and any(isinstance(x, ir.TapePop) for x in ir.walk_expr(e))
 
 
-def _alias_view(fn: ir.Function) -> ir.Function:
+def vector_of(e) -> "ir.Var | None":
+    """v for `v.data()` of generated code (a partial-sum or per-iteration slot vector)."""
+    if isinstance(e, ir.Raw) and e.text == names.VECTOR_DATA and e.reads:
+        return e.reads[0]
+    return None
+
+
+def _pointer_init(s):
+    """The value a statement gives a pointer variable (declaration or assignment), or None."""
+    if isinstance(s, ir.Decl) and s.var.type.is_pointer:
+        return s.init
+    if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and s.target.type.is_pointer:
+        return s.value
+    return None
+
+
+def _last_choice(e):
+    """The alias view of a pointer value in generated code: `v.data()` is v, and of
+    `c ? p : q` only q (a parallel reverse chunk's adjoint is its partial sums p or, with one
+    chunk, the adjoint q itself, which the same name points to outside the chunk loop);
+    `GeneratedAliases` merges the arrays of p and q into one class."""
+    v = vector_of(e)
+    if v is not None:
+        return v
+    if isinstance(e, ir.Cond) and not ir.is_null(e.then) and not ir.is_null(e.other):
+        return _last_choice(e.other)
+    kids = ir.children(e)
+    return ir.rebuild(e, tuple(_last_choice(k) for k in kids)) if kids else e
+
+
+def _alias_view(fn: ir.Function, generated: bool) -> ir.Function:
     """fn without the assignments of pointers read back from the tape (`p = pop`): they
-    point where the pointer's other assignments do, which the alias analysis reads."""
+    point where the pointer's other assignments do, which the alias analysis reads; in
+    generated code, pointer values as `_last_choice` reads them."""
 
     def keep(s) -> bool:
         if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and \
@@ -52,13 +83,76 @@ def _alias_view(fn: ir.Function) -> ir.Function:
             return replace(s, then=block(s.then), other=block(s.other))
         if isinstance(s, ir.Loop):
             return replace(s, body=block(s.body),
-                           init=tuple(x for x in s.init if keep(x)),
-                           inc=tuple(x for x in s.inc if keep(x)))
+                           init=tuple(stmt(x) for x in s.init if keep(x)),
+                           inc=tuple(stmt(x) for x in s.inc if keep(x)))
         if isinstance(s, ir.Decl) and s.var.type.is_pointer and _has_pop(s.init):
             return replace(s, init=None)
+        init = _pointer_init(s) if generated else None
+        if init is not None:
+            init = _last_choice(init)
+            return replace(s, init=init) if isinstance(s, ir.Decl) else replace(s, value=init)
         return s
 
     return replace(fn, body=block(fn.body))
+
+
+@dataclass(frozen=True)
+class GeneratedAliases(Aliases):
+    """The aliases of generated code. `v.data()` points into vector v; a pointer given one of
+    two arrays by a condition -- a parallel reverse chunk's adjoint, `T* _d_w = many ?
+    _t4.data() + c * C : _t5`: the chunk's partial sums, or the adjoint itself when there is
+    one chunk -- makes the two one class (`roots` maps the vector to the adjoint's root, a
+    parameter), so they carry tangents together and the pointer's tangent is the same choice
+    between their tangents. Forward mode needs no more: its tangents go where the values go."""
+
+    def root_of(self, e) -> "ir.Var | None":
+        return super().root_of(self._plain(e))
+
+    def _plain(self, e):
+        v = vector_of(e)
+        if v is not None:
+            return v
+        if isinstance(e, ir.Cond) and e.type.is_memory:
+            sides = [x for x in (e.then, e.other) if not ir.is_null(x)]
+            roots = {getattr(self.root_of(x), "uid", None) for x in sides}
+            return self._plain(sides[0]) if len(roots) == 1 and None not in roots else e
+        kids = ir.children(e)
+        return ir.rebuild(e, tuple(self._plain(k) for k in kids)) if kids else e
+
+
+def _merge_choices(fn: ir.Function, al: Aliases) -> GeneratedAliases:
+    """al with the arrays of every `p = c ? a : b` in one class (and p's own, when p is a
+    parameter re-pointed in the chunk loop), represented by a parameter where one is."""
+    base = GeneratedAliases(al.roots, al.vars)
+    params = {p.uid for p in fn.params}
+    rep: dict = {}                       # root uid -> a root of the same class (union-find)
+
+    def find(r: ir.Var) -> ir.Var:
+        while r.uid in rep:
+            r = rep[r.uid]
+        return r
+
+    for s in ir.walk_stmts(fn.body):
+        init = _pointer_init(s)
+        if not isinstance(init, ir.Cond) or ir.is_null(init.then) or ir.is_null(init.other):
+            continue
+        target = s.var if isinstance(s, ir.Decl) else s.target
+        members = [base.root_of(init.then), base.root_of(init.other)] + \
+            ([target] if target.uid in params else [])
+        if None in members:
+            continue
+        for m in members[1:]:
+            a, b = find(members[0]), find(m)
+            if a.uid == b.uid:
+                continue
+            if a.uid in params:
+                a, b = b, a              # the parameter represents the class
+            rep[a.uid] = b
+    if not rep:
+        return base
+    roots = {uid: find(r) for uid, r in al.roots.items()}
+    roots.update({uid: find(r) for uid, r in rep.items()})
+    return GeneratedAliases(roots, al.vars)
 
 
 @dataclass(frozen=True)
@@ -189,7 +283,9 @@ def analyze(fn: ir.Function, globals_: dict, wrt: tuple, outputs: tuple,
     """wrt / outputs: parameter Vars; writes(call) -> indices of the arguments whose memory a
     call writes, None for a call that is not differentiated (math); tape: fn is generated code
     whose tape carries tangents."""
-    al = find_aliases(_alias_view(fn), globals_)
+    al = find_aliases(_alias_view(fn, tape), globals_)
+    if tape:
+        al = _merge_choices(fn, al)
     edges, results = _edges(fn, al, writes, tape)
     reals = {al.mem_key(v) for v in al.vars.values() if v.uid > 0 and v.type.real}
     reals |= {("mem", s.var.uid) for s in ir.walk_stmts(fn.body)

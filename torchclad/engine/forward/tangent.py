@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import ir, names
 from ..errors import DiffError
 from ..rules import math as rules
-from .activity import Tangents
+from .activity import Tangents, vector_of
 
 ZERO = ir.Const("0", ir.INT)
 
@@ -88,6 +88,9 @@ class TangentRules:
             side = lambda x: ir.Cast(ir.Const("nullptr", t), t, "c") if ir.is_null(x) \
                 else self.dptr(x)
             return ir.Cond(e.cond, side(e.then), side(e.other), t)
+        if vector_of(e) is not None:
+            # v.data() (generated code): the tangent vector's storage
+            return ir.Raw(e.text, t, (self.tvar(vector_of(e)),))
         raise DiffError(self.loc, f"cannot form the tangent of pointer expression "
                                   f"({type(e).__name__}); index a parameter or local array")
 

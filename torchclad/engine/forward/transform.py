@@ -9,6 +9,8 @@ no tape of its own:
     if / loop:   the same control flow around the transformed statements; a loop keeps its
                  OpenMP pragma, the tangents of its clause variables added
     return e:    return {e, de} (f_pushforward), return de (f_darg0)
+    par_combine(d, parts, k, n):  par_combine(_d_d, _d_parts, k, n); par_combine(...)
+                 (a parallel reverse's partial sums, in generated code: linear)
 
 Generated code (a pullback differentiated again) also records on the tape: a floating value
 pushed is followed by its tangent, so a pop takes the tangent first (`_d_x = pop; x = pop`);
@@ -249,6 +251,13 @@ class Forward:
         call = self.diff_call(s.expr)
         if call is not None:
             return self.call_stmt(s, call, None)
+        e = s.expr
+        if isinstance(e, ir.Call) and ir.call_name(e.fn) == names.PAR_COMBINE and \
+                self.t.memory(e.args[0]):
+            # par_combine(d, parts, k, n): d += sum of the k partial sums (linear): the same
+            # on the tangents
+            d, parts = (self.rules.dptr(a) for a in e.args[:2])
+            return [ir.ExprStmt(ir.Call(e.fn, (d, parts) + e.args[2:], e.type, e.user), s.loc), s]
         if _is_pop(s.expr) and s.expr.type.real and not s.expr.type.is_memory:
             return [ir.ExprStmt(ir.TapePop(real(s.expr.type)), s.loc), s]
         return [s]

@@ -377,7 +377,7 @@ def _chunked(asm, nt: Nest, width: int, trips: list, total, body: list, plan) ->
         e = e if e is not None else ir.Const("1", L)
         size = e if size is None else ir.Binary("+", size, e, L)
     K = asm.names.fresh(names.SAVED_PREFIX, L)
-    chunks = ir.Call("torchclad::par_chunks", (n_par, size), L)
+    chunks = ir.Call(names.PAR_CHUNKS, (n_par, size), L)
     out.append(ir.Decl(K, chunks if g is None else ir.Cond(g, chunks, ir.Const("1", L), L)))
     # one chunk (assumptions that fail, or partial sums too large to copy): the iterations
     # add into the adjoints themselves, in order
@@ -387,7 +387,7 @@ def _chunked(asm, nt: Nest, width: int, trips: list, total, body: list, plan) ->
     decls, head, tail, after = _partial_sums(asm, plan.partials, extents, K, g, c)
     out += decls
     k = asm.names.fresh(names.SAVED_PREFIX, L)
-    begin = lambda x: ir.Call("torchclad::par_begin", (x, n_par, K), L)
+    begin = lambda x: ir.Call(names.PAR_BEGIN, (x, n_par, K), L)
     derived = []
     for j, (_, _, cl) in enumerate(par):
         kj = k
@@ -432,11 +432,11 @@ def _partial_sums(asm, partials, extents, K, g, c) -> tuple:
         out.append(ir.Decl(alias, target))
         n = ir.Binary("*", K, e, L)
         out.append(ir.VectorDecl(store, ir.Cond(g, n, ir.Const("0", L), L)))
-        mine = ir.Binary("+", ir.Raw("{0}.data()", pt.type, (store,)),
+        mine = ir.Binary("+", ir.Raw(names.VECTOR_DATA, pt.type, (store,)),
                          ir.Binary("*", c, e, L), pt.type)
         head.append(ir.Decl(target, ir.Cond(g, mine, alias, pt.type)))
-        comb = ir.ExprStmt(ir.Call("torchclad::par_combine",
-                                   (alias, ir.Raw("{0}.data()", pt.type, (store,)), K, e),
+        comb = ir.ExprStmt(ir.Call(names.PAR_COMBINE,
+                                   (alias, ir.Raw(names.VECTOR_DATA, pt.type, (store,)), K, e),
                                    VOID))
         after.append(ir.If(g, ir.Block((comb,))))
     return out, head, tail, after
