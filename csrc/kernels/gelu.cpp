@@ -13,9 +13,13 @@
 // iteration touches its own element).
 #include <cmath>
 
+// schedule(static, 64): every element is computed by the same code path whatever the thread
+// count (a chunk starts at a multiple of 64, so the vectorised loop and its scalar remainder
+// split the elements the same way; libmvec's vector erf/exp/tanh and libm's scalar ones may
+// differ in the last bit), so gradients are bit-identical across thread counts.
 template <typename T>
 void gelu_forward(T* out, const T* inp, int N) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(static, 64)
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -25,7 +29,7 @@ void gelu_forward(T* out, const T* inp, int N) {
 
 template <typename T>
 void gelu_erf_forward(T* out, const T* inp, int N) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(static, 64)
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         out[i] = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));

@@ -18,6 +18,7 @@
 
 template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int C, T eps) {
+    #pragma omp parallel for
     for (int n = 0; n < N; n++) {
         const T* x = inp + n * C;
         int nb = C / 64;  // full blocks of 64 values; then C % 64 more

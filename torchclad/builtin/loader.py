@@ -53,7 +53,10 @@ def _variant(base: Any, variant: str):
     from torchclad.toolchain.clib import KernelLibrary
     from torchclad.toolchain.glue import calls, scalar_types
 
-    path = Path(base.__file__).with_name(f"_C_{variant}{compiler.ext_suffix()}")
+    where = getattr(base, "__file__", None)      # a stand-in module (tests) may have none
+    if where is None:
+        return None
+    path = Path(where).with_name(f"_C_{variant}{compiler.ext_suffix()}")
     sigs = getattr(base, "__torchclad_signatures__", None)
     if not path.is_file() or not sigs:
         return None
