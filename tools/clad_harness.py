@@ -67,7 +67,9 @@ template <class T> struct array_ref {
   std::size_t size() const { return n; }
 };
 template <class T, class U> struct ValueAndAdjoint { T value; U adjoint; };
-template <class T, class U = T> struct ValueAndPushforward { T value; U pushforward; };
+} // namespace clad
+#include <torchclad/forward.h>  // clad::ValueAndPushforward (the runtime's)
+namespace clad {
 namespace custom_derivatives { namespace std {
 template <class X, class P, class DX, class DP>
 inline ValueAndPushforward<double> pow_pushforward(X x, P p, DX dx, DP dp) {
@@ -322,7 +324,9 @@ def find_requests(path: str, inc: str, fname: str) -> tuple:
     """(requests, main's extent as (start, end) offsets)."""
     ci = _ci()
     K = ci.CursorKind
-    args = ["-x", "c++", "-std=c++17", "-I", inc, "-Wno-everything"] + _system_includes()
+    from torchclad.toolchain.compiler import runtime_include_dir
+    args = ["-x", "c++", "-std=c++17", "-I", inc, "-I", str(runtime_include_dir()),
+            "-Wno-everything"] + _system_includes()
     tu = ci.Index.create().parse(path, args=args)
     main_ext = None
     reqs: dict = {}
@@ -520,6 +524,8 @@ def _primal(g, args):
     def run(values):
         bufs, call = {}, []
         for p, a in zip(k.params, values):
+            if isinstance(a, str) and p.pointer:      # a C string: its bytes and the NUL
+                a = torch.tensor(list(a.encode()) + [0], dtype=torch.uint8)
             if isinstance(a, torch.Tensor):
                 bufs[p.name] = a.detach().clone()
                 call.append(bufs[p.name].data_ptr())
@@ -760,10 +766,6 @@ def judge_file(reqs: list, source: str, file_index: int) -> list:
     out: dict = {}
     derivs: dict = {}
     eng = None
-    expected = clad_expected(source)
-    for req in reqs:
-        if req.name in expected:
-            req.expected = expected[req.name]
     try:
         eng = engine.Engine(source, "kernel.cpp")
     except Exception as e:      # noqa: BLE001
@@ -777,7 +779,7 @@ def judge_file(reqs: list, source: str, file_index: int) -> list:
             continue
         try:
             derivs[j] = eng.derive(req.name, req.wrt)
-            toolchain.glue.make_tu(derivs[j])       # what the bindings refuse, without a build
+            toolchain.make_tu(derivs[j])       # what the bindings refuse, without a build
         except Exception as e:  # noqa: BLE001
             derivs.pop(j, None)
             cat, msg = classify(e)
@@ -903,7 +905,9 @@ def main(argv=None) -> int:
         return 2
     root = tempfile.mkdtemp(prefix="clad_harness_")
     inc = write_mocks(root)
-    os.environ["CPATH"] = inc + (os.pathsep + os.environ["CPATH"]
+    from torchclad.toolchain.compiler import runtime_include_dir
+    runtime = str(runtime_include_dir())     # the mock includes torchclad/forward.h
+    os.environ["CPATH"] = inc + os.pathsep + runtime + (os.pathsep + os.environ["CPATH"]
                                  if os.environ.get("CPATH") else "")
     if args.opt != "-O3":
         os.environ["CXX"] = compiler_wrapper(args.opt)
@@ -918,6 +922,9 @@ def main(argv=None) -> int:
         reqs, main_ext = find_requests(path, inc, f)
         source = torchclad_source(text, main_ext)
         reqs = [r for r in reqs if not args.only or re.search(args.only, f"{f}.C {r.name}")]
+        expected = clad_expected(text)           # from main's TEST_FUNC lines
+        for r in reqs:
+            r.expected = expected.get(r.name, ())
         if not (args.list or args.engine_only or args.per_function):
             t0 = time.time()
             for r in judge_file(reqs, source, i):

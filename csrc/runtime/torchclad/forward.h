@@ -14,7 +14,7 @@
 
 namespace clad {
 
-template <class T, class U>
+template <class T, class U = T>
 struct ValueAndPushforward {
   T value;
   U pushforward;
