@@ -199,6 +199,10 @@ def analyze(fn: ir.Function, globals_: dict, wrt: tuple, outputs: tuple,
     if not enabled:
         params = {al.mem_key(p) for p in fn.params}
         keep = {al.mem_key(p) for p in wrt + outputs}
+        # a scalar parameter the body assigns has a (local) tangent from then on
+        keep |= {("var", s.target.uid) for s in ir.walk_stmts(fn.body)
+                 if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var)
+                 and s.target in fn.params and s.target.type.real}
         return Tangents(frozenset((reals - params) | keep), al)
     varied = {al.mem_key(p) for p in wrt} | ({TAPE} if tape else set())
     useful = {al.mem_key(p) for p in outputs} | results | ({TAPE} if tape else set())

@@ -31,7 +31,7 @@ from ..normalize import normalize
 from ..opt.simplify import cse_calls, dead_code
 from .activity import Tangents, analyze
 from .generated import declared_names
-from .tangent import real
+from .tangent import ZERO, real
 from .transform import CalleeInfo, Forward, value_and_pushforward
 
 CUSTOM_NS = "clad::custom_derivatives::"
@@ -84,8 +84,8 @@ class ForwardPlanner:
         name = ir.call_name(call.fn)
         if name in self.registry:
             return self.registry[name]
-        if call.user and name in self.module.functions:
-            return self.module.functions[name]
+        if call.user and ir.function_key(call.fn) in self.module.functions:
+            return self.module.functions[ir.function_key(call.fn)]
         short = _short(name)
         if name.startswith(CUSTOM_NS) and short in self.module.custom_bodies:
             return self.module.custom_bodies[short]
@@ -104,7 +104,7 @@ class ForwardPlanner:
         """Indices of the arguments a differentiated call may write; None for math."""
         if not self.differentiated(call):
             return None
-        if call.user and ir.call_name(call.fn) in self.module.functions:
+        if call.user and ir.function_key(call.fn) in self.module.functions:
             return call_writes(self.module, call)
         return {i for i, a in enumerate(call.args)
                 if a.type.is_pointer and not a.type.const and a.type.real}
@@ -225,6 +225,7 @@ def generate(node: FNode, planner: ForwardPlanner) -> str:
     if tape and uses_tape(body):
         body = tape + body
     params = [(p.type, p.name) for p in fn.params]
+    body = _local_tangents(fn, node) + body
     if node.key[2] == "darg":
         p = fn.params[node.mask[0]]
         body = [ir.Decl(ir.Var(node.tnames[p.uid], real(p.type)), ir.Const("1", ir.INT))] + body
@@ -237,3 +238,20 @@ def generate(node: FNode, planner: ForwardPlanner) -> str:
             params.append((t, node.tnames[p.uid]))
         ret = value_and_pushforward(fn.ret) if fn.ret.base != "void" else ir.VOID
     return cpp.function(node.name, ret, params, body, fn.template)
+
+
+def _local_tangents(fn: ir.Function, node: FNode) -> list:
+    """A scalar parameter outside the mask that the body makes depend on one inside it
+    (`j = 2 * i` with j not in wrt) has a local tangent, zero on entry: the caller passes
+    none."""
+    out = []
+    for i, p in enumerate(fn.params):
+        if i in node.mask or p.uid not in node.tnames or (node.key[2] == "darg" and
+                                                          i == node.mask[0]):
+            continue
+        if p.type.is_memory:
+            raise DiffError(fn.loc, f"parameter '{p.name}' is written from differentiated "
+                                    "values but is not differentiated: forward mode needs it "
+                                    "among wrt")
+        out.append(ir.Decl(ir.Var(node.tnames[p.uid], real(p.type)), ZERO))
+    return out

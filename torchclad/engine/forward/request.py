@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from .. import ir, names
 from .generated import renumber
 from .plan import ForwardPlanner, generate
+from .support import check, check_generated
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ def _texts(planner: ForwardPlanner) -> tuple:
 def pushforward(module: ir.Module, options, fn: ir.Function, wrt: tuple,
                 outputs: tuple) -> Result:
     planner = ForwardPlanner(module, options, {})
+    if names.pushforward(fn.name) not in module.customs:
+        check(module, fn)
     if names.pushforward(fn.name) in module.customs:
         # a custom pushforward: f_pushforward calls it (the body is not differentiated)
         call = ir.Call(fn.name, tuple(fn.params), fn.ret, True)
@@ -52,6 +55,8 @@ def pullback_pushforward(module: ir.Module, options, generated: dict, fn: ir.Fun
                          wrt: tuple, outputs: tuple) -> Result:
     """`generated`: name -> IR of every function the reverse generated (the pullback of fn
     among them)."""
+    check(module, fn)
+    check_generated(module, fn, generated)
     registry = {n: renumber(f) for n, f in generated.items()}
     pb = registry[names.pullback(fn.name)]
     n = len(fn.params)
