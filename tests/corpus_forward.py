@@ -44,27 +44,22 @@ SECOND_UNDEFINED = {
 #: f_pushforward and f_pullback_pushforward; "second" only forward over reverse.
 _NOT_YET = (re.escape("forward mode (jvp, double backward, Hessian) does not support ") + "{}" +
             re.escape(" yet; reverse mode (gradients) does"))
-_CHUNKS = "an OpenMP parallel loop whose reverse sums an adjoint per chunk of iterations"
-REFUSED = {
-    "global_read_write": ("forward", r"global_read_write.cpp:6:5: " + _NOT_YET.format(
-        r"a non-const global variable written by the code \('g_scale'\)")),
-    "null_globals": ("forward", r"null_globals.cpp:9:29: " + _NOT_YET.format(
-        r"a non-const global variable written by the code \('g_hist'\)")),
-    "struct_fields": ("forward", r"struct_fields.cpp:24:11: " + _NOT_YET.format(
-        r"a struct or class object \('p'\)")),
-    "nondiff_attr": ("forward", r"nondiff_attr.cpp:20:11: " + _NOT_YET.format(
-        r"a struct or class object \('g'\)")),
-    "new_delete": ("forward", r"new_delete.cpp:10:15: " + _NOT_YET.format(
-        r"a struct or class object \('new Pair'\)")),
-    "recursion": ("forward", r"recursion.cpp:6:12: " + _NOT_YET.format(
-        r"recursion \(the call to 'power_rec'\)")),
-    "returns_pointer": ("forward", r"returns_pointer.cpp:18:12: " + _NOT_YET.format(
-        r"a call of a function that returns a pointer \('scaled_at'\)")),
-    **{name: ("second", rf"{file}.cpp:{line}:3: " + _NOT_YET.format(_CHUNKS + ".*"))
-       for name, file, line in (("omp_rows_shared", "omp_rows_shared", 7),
-                                ("omp_rows_shared_nobias", "omp_rows_shared", 7),
-                                ("omp_step", "omp_step", 7), ("omp_down", "omp_down", 6))},
-}
+_CHUNKS = r"an OpenMP parallel loop whose reverse sums an adjoint per chunk of iterations.*"
+_GLOBAL = r"a non-const global variable written by the code \('{}'\)"
+REFUSED = {name: (mode, re.escape(where) + ": " + _NOT_YET.format(what))
+           for name, mode, where, what in (
+    ("global_read_write", "forward", "global_read_write.cpp:6:5", _GLOBAL.format("g_scale")),
+    ("null_globals", "forward", "null_globals.cpp:9:29", _GLOBAL.format("g_hist")),
+    ("struct_fields", "forward", "struct_fields.cpp:24:11", r"a struct or class object \('p'\)"),
+    ("nondiff_attr", "forward", "nondiff_attr.cpp:20:11", r"a struct or class object \('g'\)"),
+    ("new_delete", "forward", "new_delete.cpp:10:15", r"a struct or class object \('new Pair'\)"),
+    ("recursion", "forward", "recursion.cpp:6:12", r"recursion \(the call to 'power_rec'\)"),
+    ("returns_pointer", "forward", "returns_pointer.cpp:18:12",
+     r"a call of a function that returns a pointer \('scaled_at'\)"),
+    ("omp_rows_shared", "second", "omp_rows_shared.cpp:7:3", _CHUNKS),
+    ("omp_rows_shared_nobias", "second", "omp_rows_shared.cpp:7:3", _CHUNKS),
+    ("omp_step", "second", "omp_step.cpp:7:3", _CHUNKS),
+    ("omp_down", "second", "omp_down.cpp:6:3", _CHUNKS))}
 
 
 def modes(case) -> tuple:
