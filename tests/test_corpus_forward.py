@@ -94,3 +94,15 @@ def test_refused(name):
             differentiate(src, case.fn, case.wrt, filename=case.file, modes=modes)
     if refused == "second":
         differentiate(src, case.fn, case.wrt, filename=case.file, modes=("forward",))
+
+
+def test_global_written_by_a_call_without_tangents_is_refused():
+    """A call none of whose arguments has a tangent runs the primal callee: when that callee
+    writes a global with a tangent, forward mode refuses rather than leave the tangent stale."""
+    from torchclad.engine import DiffError, differentiate
+
+    src = ("double g = 1;\nvoid setg(double a) { g = a; }\n"
+           "double f(double x) { setg(2.0); g *= x; return g * x; }\n")
+    with pytest.raises(DiffError, match=r"kernel.cpp:3:22: forward mode .* does not support a "
+                                        r"call of 'setg', which touches a non-const global"):
+        differentiate(src, "f", "x", modes=("forward",))

@@ -30,7 +30,9 @@ from ..errors import DiffError
 from ..normalize import normalize
 from ..opt.simplify import cse_calls, dead_code
 from .activity import Tangents, analyze
+from . import shared
 from .generated import declared_names
+from .support import refuse
 from .tangent import ZERO, real
 from .transform import CalleeInfo, Forward, value_and_pushforward
 
@@ -130,6 +132,15 @@ class ForwardPlanner:
         fn = self.function(call, loc)
         return CalleeInfo(self.node_name(fn, mask), mask, void)
 
+    def no_tangents(self, call: ir.Call, loc) -> None:
+        """A differentiated call none of whose arguments has a tangent runs as it is: refused
+        when the callee touches a global with a tangent (it would leave that tangent stale)."""
+        key = ir.function_key(call.fn)
+        if call.user and key in self.module.functions and self.custom(call) is None and \
+                shared.reached(self.module, self.module.functions[key]):
+            refuse(loc, f"a call of '{key}', which touches a non-const global, with no argument "
+                        "that depends on the inputs")
+
     def node_name(self, fn: ir.Function, mask: tuple) -> str:
         reals = tuple(i for i, p in enumerate(fn.params) if _floating(p))
         base = fn.name if mask == reals else names.masked(fn.name, mask)
@@ -175,10 +186,14 @@ class ForwardPlanner:
             self.path.pop()
         name = names.darg(fn.name, mask[0]) if kind == "darg" else \
             top_name or self.node_name(fn, mask)
-        node = FNode(key, nfn, name, mask, tangents, tangent_names(nfn, tangents, wrt),
-                     generated, tuple(callees))
+        tnames = {**shared.tangent_names(self.module), **tangent_names(nfn, tangents, wrt)}
+        node = FNode(key, nfn, name, mask, tangents, tnames, generated, tuple(callees))
         self.planned[key] = node
         return node
+
+    def globals_used(self) -> list:
+        """The globals with a tangent that the planned functions touch."""
+        return shared.used(self.module, [n.fn for n in self.planned.values()])
 
     def calls(self, fn: ir.Function, tangents: Tangents):
         """(call, mask, loc) of every differentiated call that has tangent arguments."""
@@ -226,6 +241,8 @@ def generate(node: FNode, planner: ForwardPlanner) -> str:
         body = tape + body
     params = [(p.type, p.name) for p in fn.params]
     body = _local_tangents(fn, node) + body
+    if node.key[2] in ("top", "darg"):
+        body = shared.resets(planner.globals_used()) + body
     if node.key[2] == "darg":
         p = fn.params[node.mask[0]]
         body = [ir.Decl(ir.Var(node.tnames[p.uid], real(p.type)), ir.Const("1", ir.INT))] + body

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import ir, names
+from . import shared
 from .generated import renumber
 from .plan import ForwardPlanner, generate
 from .support import check, check_generated
@@ -28,7 +29,8 @@ class Result:
 
 
 def _texts(planner: ForwardPlanner) -> tuple:
-    return tuple((n.name, generate(n, planner)) for n in planner.planned.values())
+    return shared.declarations(planner.globals_used()) + \
+        tuple((n.name, generate(n, planner)) for n in planner.planned.values())
 
 
 def pushforward(module: ir.Module, options, fn: ir.Function, wrt: tuple,
@@ -55,7 +57,7 @@ def pullback_pushforward(module: ir.Module, options, generated: dict, fn: ir.Fun
                          wrt: tuple, outputs: tuple) -> Result:
     """`generated`: name -> IR of every function the reverse generated (the pullback of fn
     among them)."""
-    check(module, fn)
+    check(module, fn, second=True)
     check_generated(module, fn, generated)
     registry = {n: renumber(f) for n, f in generated.items()}
     pb = registry[names.pullback(fn.name)]

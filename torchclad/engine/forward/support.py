@@ -6,7 +6,8 @@ f_pullback_pushforward: jvp, double backward, Hessians) over a function that rea
 these constructs is refused at the construct, with a DiffError saying reverse mode takes it:
 
 - structs and classes (a field, an object, a member function call);
-- a non-const global variable the code writes (or binds a reference or pointer to);
+- (forward over reverse only) a non-const global variable the code writes (or binds a
+  reference or pointer to); f_pushforward gives it a global tangent (shared.py);
 - recursion;
 - a call of a function that returns a pointer or a reference;
 - (forward over reverse only) an OpenMP parallel loop whose reverse sums an adjoint per chunk
@@ -25,10 +26,10 @@ def refuse(loc, what: str):
     raise DiffError(loc, _NOT_YET.format(what))
 
 
-def check(module: ir.Module, fn: ir.Function) -> None:
+def check(module: ir.Module, fn: ir.Function, second: bool = False) -> None:
     """Refuse fn when it, or a function it calls (and forward mode differentiates), uses a
-    construct forward mode does not support."""
-    _visit(module, fn, [], set())
+    construct forward mode does not support; `second`: forward over reverse."""
+    _visit(module, fn, [], set(), second)
 
 
 def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
@@ -38,7 +39,7 @@ def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
     return module.functions[key]
 
 
-def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
+def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bool) -> None:
     if fn.name in done:
         return
     path.append(fn.name)
@@ -47,7 +48,7 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
             refuse(fn.loc, f"a struct or class parameter ('{p.name}' of '{fn.name}')")
     for s in ir.walk_stmts(fn.body):
         loc = getattr(s, "loc", None) or fn.loc
-        _statement(module, s, loc)
+        _statement(module, s, loc, second)
         for e in ir.stmt_exprs(s):
             for x in ir.walk_expr(e):
                 _expression(x, loc)
@@ -61,20 +62,20 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
                         kind = "reference" if callee.ret.ref else "pointer"
                         refuse(loc, f"a call of a function that returns a {kind} "
                                     f"('{callee.name}')")
-                    _visit(module, callee, path, done)
+                    _visit(module, callee, path, done, second)
     path.pop()
     done.add(fn.name)
 
 
-def _statement(module: ir.Module, s, loc) -> None:
+def _statement(module: ir.Module, s, loc, second: bool) -> None:
     if isinstance(s, ir.Decl):
         if s.var.type.record:
             what = f"'{s.var.name}'" if not s.var.name.startswith(names.NEW_BUFFER) else \
                 f"'new {s.var.type.base}'"
             refuse(loc, f"a struct or class object ({what})")
-        if s.var.type.is_pointer and s.init is not None:
+        if second and s.var.type.is_pointer and s.init is not None:
             _global_written(module, s.init, loc, "a reference or pointer to ")
-    elif isinstance(s, ir.Assign):
+    elif second and isinstance(s, ir.Assign):
         _global_written(module, s.target, loc, "")
 
 
@@ -84,7 +85,8 @@ def _global_written(module: ir.Module, e, loc, how: str) -> None:
         return
     g = next((g.var for g in module.globals.values() if g.var.uid == r.uid), None)
     if g is not None and not g.type.const and g.type.real:
-        refuse(loc, f"{how}a non-const global variable written by the code ('{g.name}')")
+        refuse(loc, f"{how}a non-const global variable written by the code ('{g.name}') in "
+                    "forward over reverse")
 
 
 def _expression(x, loc) -> None:

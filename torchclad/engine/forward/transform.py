@@ -298,6 +298,7 @@ class Forward:
         else:
             active = target is not None and self.active_target(target)
         if not mask:
+            self.callees.no_tangents(call, loc)
             if active:
                 zero = ir.Decl(self.rules.tvar(target), ZERO, (), loc) if isinstance(s, ir.Decl) \
                     else ir.Assign("=", self.dtarget(target), ZERO, loc)
