@@ -148,6 +148,15 @@ PUSH_ZERO_ARRAY = "::torchclad::push_zero_array"
 DROP_ARRAY = "::torchclad::drop_array"
 
 
+#: the tangent of a non-const global `g` in forward mode: the global `_dt_g` of the generated
+#: code (the reverse's adjoint of g, `_d_g`, may be in the same translation unit)
+GLOBAL_TANGENT_PREFIX = "_dt_"
+
+
+def global_tangent(name: str) -> str:
+    return GLOBAL_TANGENT_PREFIX + name
+
+
 def tangent(name: str, taken) -> str:
     """``_d_x`` for ``x``, or ``_d_x0`` (the next free number) when ``taken`` holds it."""
     cand = TANGENT_PREFIX + name

@@ -292,12 +292,20 @@ def analyze(fn: ir.Function, globals_: dict, wrt: tuple, outputs: tuple,
               if isinstance(s, ir.VectorDecl) and s.var.type.real}
     if tape:
         reals.add(TAPE)
+    # a non-const floating global carries its tangent between functions (a global of the
+    # generated code, like the reverse's global adjoint): always active
+    shared = {al.mem_key(g) for g in tangent_globals(globals_)}
+    reals |= shared
     if not enabled:
         params = {al.mem_key(p) for p in fn.params}
         keep = {al.mem_key(p) for p in wrt + outputs}
+        # a scalar parameter the body assigns has a (local) tangent from then on
+        keep |= {("var", s.target.uid) for s in ir.walk_stmts(fn.body)
+                 if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var)
+                 and s.target in fn.params and s.target.type.real}
         return Tangents(frozenset((reals - params) | keep), al)
-    varied = {al.mem_key(p) for p in wrt} | ({TAPE} if tape else set())
-    useful = {al.mem_key(p) for p in outputs} | results | ({TAPE} if tape else set())
+    varied = {al.mem_key(p) for p in wrt} | ({TAPE} if tape else set()) | shared
+    useful = {al.mem_key(p) for p in outputs} | results | ({TAPE} if tape else set()) | shared
     for grow, forward in ((varied, True), (useful, False)):
         changed = True
         while changed:
@@ -310,3 +318,9 @@ def analyze(fn: ir.Function, globals_: dict, wrt: tuple, outputs: tuple,
                     grow |= src
                     changed = True
     return Tangents(frozenset(varied & useful & reals), al)
+
+
+def tangent_globals(globals_: dict) -> list:
+    """The globals that may carry a tangent: non-const, floating (in name order)."""
+    return [g.var for _, g in sorted(globals_.items())
+            if not g.var.type.const and g.var.type.real]

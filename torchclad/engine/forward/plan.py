@@ -30,8 +30,10 @@ from ..errors import DiffError
 from ..normalize import normalize
 from ..opt.simplify import cse_calls, dead_code
 from .activity import Tangents, analyze
+from . import shared
 from .generated import declared_names
-from .tangent import real
+from .support import refuse
+from .tangent import ZERO, real
 from .transform import CalleeInfo, Forward, value_and_pushforward
 
 CUSTOM_NS = "clad::custom_derivatives::"
@@ -84,8 +86,8 @@ class ForwardPlanner:
         name = ir.call_name(call.fn)
         if name in self.registry:
             return self.registry[name]
-        if call.user and name in self.module.functions:
-            return self.module.functions[name]
+        if call.user and ir.function_key(call.fn) in self.module.functions:
+            return self.module.functions[ir.function_key(call.fn)]
         short = _short(name)
         if name.startswith(CUSTOM_NS) and short in self.module.custom_bodies:
             return self.module.custom_bodies[short]
@@ -104,7 +106,7 @@ class ForwardPlanner:
         """Indices of the arguments a differentiated call may write; None for math."""
         if not self.differentiated(call):
             return None
-        if call.user and ir.call_name(call.fn) in self.module.functions:
+        if call.user and ir.function_key(call.fn) in self.module.functions:
             return call_writes(self.module, call)
         return {i for i, a in enumerate(call.args)
                 if a.type.is_pointer and not a.type.const and a.type.real}
@@ -129,6 +131,15 @@ class ForwardPlanner:
             return CalleeInfo(CUSTOM_NS + cfn.name, slots, void)
         fn = self.function(call, loc)
         return CalleeInfo(self.node_name(fn, mask), mask, void)
+
+    def no_tangents(self, call: ir.Call, loc) -> None:
+        """A differentiated call none of whose arguments has a tangent runs as it is: refused
+        when the callee touches a global with a tangent (it would leave that tangent stale)."""
+        key = ir.function_key(call.fn)
+        if call.user and key in self.module.functions and self.custom(call) is None and \
+                shared.reached(self.module, self.module.functions[key]):
+            refuse(loc, f"a call of '{key}', which touches a non-const global, with no argument "
+                        "that depends on the inputs")
 
     def node_name(self, fn: ir.Function, mask: tuple) -> str:
         reals = tuple(i for i, p in enumerate(fn.params) if _floating(p))
@@ -175,10 +186,14 @@ class ForwardPlanner:
             self.path.pop()
         name = names.darg(fn.name, mask[0]) if kind == "darg" else \
             top_name or self.node_name(fn, mask)
-        node = FNode(key, nfn, name, mask, tangents, tangent_names(nfn, tangents, wrt),
-                     generated, tuple(callees))
+        tnames = {**shared.tangent_names(self.module), **tangent_names(nfn, tangents, wrt)}
+        node = FNode(key, nfn, name, mask, tangents, tnames, generated, tuple(callees))
         self.planned[key] = node
         return node
+
+    def globals_used(self) -> list:
+        """The globals with a tangent that the planned functions touch."""
+        return shared.used(self.module, [n.fn for n in self.planned.values()])
 
     def calls(self, fn: ir.Function, tangents: Tangents):
         """(call, mask, loc) of every differentiated call that has tangent arguments."""
@@ -225,6 +240,9 @@ def generate(node: FNode, planner: ForwardPlanner) -> str:
     if tape and uses_tape(body):
         body = tape + body
     params = [(p.type, p.name) for p in fn.params]
+    body = _local_tangents(fn, node) + body
+    if node.key[2] in ("top", "darg"):
+        body = shared.resets(planner.globals_used()) + body
     if node.key[2] == "darg":
         p = fn.params[node.mask[0]]
         body = [ir.Decl(ir.Var(node.tnames[p.uid], real(p.type)), ir.Const("1", ir.INT))] + body
@@ -237,3 +255,20 @@ def generate(node: FNode, planner: ForwardPlanner) -> str:
             params.append((t, node.tnames[p.uid]))
         ret = value_and_pushforward(fn.ret) if fn.ret.base != "void" else ir.VOID
     return cpp.function(node.name, ret, params, body, fn.template)
+
+
+def _local_tangents(fn: ir.Function, node: FNode) -> list:
+    """A scalar parameter outside the mask that the body makes depend on one inside it
+    (`j = 2 * i` with j not in wrt) has a local tangent, zero on entry: the caller passes
+    none."""
+    out = []
+    for i, p in enumerate(fn.params):
+        if i in node.mask or p.uid not in node.tnames or (node.key[2] == "darg" and
+                                                          i == node.mask[0]):
+            continue
+        if p.type.is_memory:
+            raise DiffError(fn.loc, f"parameter '{p.name}' is written from differentiated "
+                                    "values but is not differentiated: forward mode needs it "
+                                    "among wrt")
+        out.append(ir.Decl(ir.Var(node.tnames[p.uid], real(p.type)), ZERO))
+    return out

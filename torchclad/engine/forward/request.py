@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import ir, names
+from . import shared
 from .generated import renumber
 from .plan import ForwardPlanner, generate
+from .support import check
 
 
 @dataclass(frozen=True)
@@ -27,12 +29,15 @@ class Result:
 
 
 def _texts(planner: ForwardPlanner) -> tuple:
-    return tuple((n.name, generate(n, planner)) for n in planner.planned.values())
+    return shared.declarations(planner.globals_used()) + \
+        tuple((n.name, generate(n, planner)) for n in planner.planned.values())
 
 
 def pushforward(module: ir.Module, options, fn: ir.Function, wrt: tuple,
                 outputs: tuple) -> Result:
     planner = ForwardPlanner(module, options, {})
+    if names.pushforward(fn.name) not in module.customs:
+        check(module, fn)
     if names.pushforward(fn.name) in module.customs:
         # a custom pushforward: f_pushforward calls it (the body is not differentiated)
         call = ir.Call(fn.name, tuple(fn.params), fn.ret, True)
@@ -52,6 +57,7 @@ def pullback_pushforward(module: ir.Module, options, generated: dict, fn: ir.Fun
                          wrt: tuple, outputs: tuple) -> Result:
     """`generated`: name -> IR of every function the reverse generated (the pullback of fn
     among them)."""
+    check(module, fn, second=True)
     registry = {n: renumber(f) for n, f in generated.items()}
     pb = registry[names.pullback(fn.name)]
     n = len(fn.params)

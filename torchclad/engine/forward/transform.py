@@ -161,7 +161,7 @@ class Forward:
     def stmt_Return(self, s):
         if s.value is None or self.fn.ret.base == "void":
             return [s]
-        d = self.tangent(s.value)
+        d = self.tangent(s.value) if self.fn.ret.real else None    # an integer: no tangent
         d = d if d is not None else self.zero(self.fn.ret)
         if self.mode == "darg":
             return [ir.Return(d, s.loc)]
@@ -307,6 +307,7 @@ class Forward:
         else:
             active = target is not None and self.active_target(target)
         if not mask:
+            self.callees.no_tangents(call, loc)
             if active:
                 zero = ir.Decl(self.rules.tvar(target), ZERO, (), loc) if isinstance(s, ir.Decl) \
                     else ir.Assign("=", self.dtarget(target), ZERO, loc)
@@ -335,7 +336,8 @@ class Forward:
         tmp = self.fresh(names.SAVED_PREFIX, vp)
         out = [ir.Decl(tmp, ir.Call(pf.fn, pf.args, vp, False), (), loc)]
         value = _field(tmp, names.VALUE_FIELD, vt)
-        dvalue = _field(tmp, names.PUSHFORWARD_FIELD, real(vt))
+        # (an integer result has no tangent: its pushforward field is zero)
+        dvalue = _field(tmp, names.PUSHFORWARD_FIELD, real(vt)) if vt.real else ZERO
         if isinstance(s, ir.Decl):
             if active:
                 out.append(ir.Decl(self.rules.tvar(target), dvalue, (), loc))

@@ -1,0 +1,96 @@
+"""What forward mode refuses, checked before anything is planned or emitted.
+
+Reverse mode differentiates more C++ than forward mode does yet. Rather than emit code that is
+wrong or does not compile, a forward request (f_pushforward, f_darg<k>, and
+f_pullback_pushforward: jvp, double backward, Hessians) over a function that reaches one of
+these constructs is refused at the construct, with a DiffError saying reverse mode takes it:
+
+- structs and classes (a field, an object, a member function call);
+- (forward over reverse only) a non-const global variable the code writes (or binds a
+  reference or pointer to); f_pushforward gives it a global tangent (shared.py);
+- recursion;
+- a call of a function that returns a pointer or a reference;
+- (forward over reverse only) an OpenMP parallel loop whose reverse sums an adjoint per chunk
+  of iterations (`reduction` into a scalar or a shared array element).
+"""
+from __future__ import annotations
+
+from .. import ir, names
+from ..errors import DiffError
+
+_NOT_YET = ("forward mode (jvp, double backward, Hessian) does not support {} yet; reverse "
+            "mode (gradients) does")
+
+
+def refuse(loc, what: str):
+    raise DiffError(loc, _NOT_YET.format(what))
+
+
+def check(module: ir.Module, fn: ir.Function, second: bool = False) -> None:
+    """Refuse fn when it, or a function it calls (and forward mode differentiates), uses a
+    construct forward mode does not support; `second`: forward over reverse."""
+    _visit(module, fn, [], set(), second)
+
+
+def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
+    key = ir.function_key(call.fn)
+    if not call.user or key not in module.functions or names.pushforward(key) in module.customs:
+        return None
+    return module.functions[key]
+
+
+def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bool) -> None:
+    if fn.name in done:
+        return
+    path.append(fn.name)
+    for p in fn.params:
+        if p.type.record:
+            refuse(fn.loc, f"a struct or class parameter ('{p.name}' of '{fn.name}')")
+    for s in ir.walk_stmts(fn.body):
+        loc = getattr(s, "loc", None) or fn.loc
+        _statement(module, s, loc, second)
+        for e in ir.stmt_exprs(s):
+            for x in ir.walk_expr(e):
+                _expression(x, loc)
+                if isinstance(x, ir.Call):
+                    callee = _callee(module, x)
+                    if callee is None:
+                        continue
+                    if callee.name in path:
+                        refuse(loc, f"recursion (the call to '{callee.name}')")
+                    if callee.ret.ptr > 0:
+                        kind = "reference" if callee.ret.ref else "pointer"
+                        refuse(loc, f"a call of a function that returns a {kind} "
+                                    f"('{callee.name}')")
+                    _visit(module, callee, path, done, second)
+    path.pop()
+    done.add(fn.name)
+
+
+def _statement(module: ir.Module, s, loc, second: bool) -> None:
+    if isinstance(s, ir.Decl):
+        if s.var.type.record:
+            what = f"'{s.var.name}'" if not s.var.name.startswith(names.NEW_BUFFER) else \
+                f"'new {s.var.type.base}'"
+            refuse(loc, f"a struct or class object ({what})")
+        if second and s.var.type.is_pointer and s.init is not None:
+            _global_written(module, s.init, loc, "a reference or pointer to ")
+    elif second and isinstance(s, ir.Assign):
+        _global_written(module, s.target, loc, "")
+
+
+def _global_written(module: ir.Module, e, loc, how: str) -> None:
+    r = ir.root_var(e)
+    if r is None or r.uid >= 0:
+        return
+    g = next((g.var for g in module.globals.values() if g.var.uid == r.uid), None)
+    if g is not None and not g.type.const and g.type.real:
+        refuse(loc, f"{how}a non-const global variable written by the code ('{g.name}') in "
+                    "forward over reverse")
+
+
+def _expression(x, loc) -> None:
+    if isinstance(x, ir.Member):
+        refuse(loc, f"a struct or class field ('.{x.name}')")
+    if isinstance(x, ir.Call) and x.method:
+        refuse(loc, f"a member function call ('{x.method}')")
