@@ -9,9 +9,7 @@ these constructs is refused at the construct, with a DiffError saying reverse mo
 - (forward over reverse only) a non-const global variable the code writes (or binds a
   reference or pointer to); f_pushforward gives it a global tangent (shared.py);
 - recursion;
-- a call of a function that returns a pointer or a reference;
-- (forward over reverse only) an OpenMP parallel loop whose reverse sums an adjoint per chunk
-  of iterations (`reduction` into a scalar or a shared array element).
+- a call of a function that returns a pointer or a reference.
 """
 from __future__ import annotations
 
