@@ -864,6 +864,18 @@ def _fd(built: Built, case, inp: Inputs, scale: float) -> dict[str, np.ndarray]:
 
 # ---- forked execution ------------------------------------------------------------------------------------
 
+def _one_openmp_thread() -> None:
+    """In a forked child: OpenMP regions run on the calling thread. GNU OpenMP is not
+    fork-safe: once the parent has run a parallel region (a built-in kernel in an earlier
+    test), the child's first region waits for pool threads that fork did not copy. A region
+    of one thread needs no pool. (Multi-threaded reverse sweeps are tested in-process by
+    tests/test_openmp.py and tests/test_parallel_builtins.py at 1, 2 and 3 threads.)"""
+    try:
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(1)
+    except OSError:
+        pass
+
+
 def _in_child(fn: Callable[[], Any], what: str, timeout: float = CHILD_TIMEOUT) -> Any:
     """Run fn in a forked child; a crash or a hang becomes a CorpusFailure."""
     sys.stdout.flush()
@@ -872,6 +884,7 @@ def _in_child(fn: Callable[[], Any], what: str, timeout: float = CHILD_TIMEOUT) 
     pid = os.fork()
     if pid == 0:  # child
         os.close(rfd)
+        _one_openmp_thread()
         try:
             payload = pickle.dumps(("ok", fn()))
         except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
