@@ -8,12 +8,15 @@ backward with a fixed grad_output (the loss itself for cross-entropy), the input
 Every (component, implementation) runs in a process of its own (benchmarks/_worker.py), so its
 peak RSS is its own; the processes of one component stay alive together and take turns, one
 step each per round, so the per-round ratios compare steps run under the same machine load
-(benchlib.run_interleaved). torch.compile's first call (compilation) is reported apart.
+(benchlib.run_interleaved). torch.compile's first call (compilation) is reported apart. Each
+component at torch's default thread count (the headline: the machine's cores) and at one thread
+(the per-core row).
 A torchclad module that does not exist yet is a "n/a yet" row, not a failure.
 
 Results: section ``components`` of benchmarks/results.json, table in results.md.
 
     python benchmarks/bench_components.py [--quick] [--cases gelu,layernorm] [--impls eager,torchclad]
+                                          [--threads 0,1]
     pytest benchmarks/bench_components.py --benchmark-only -s
 """
 
@@ -27,36 +30,45 @@ import benchlib as bl
 SECTION = "components"
 CASES = ("matmul", "attention", "layernorm", "gelu", "crossentropy")
 IMPLS = ("eager", "torchclad", "compile")
+THREADS = (0, 1)            # 0 = torch's default (the headline), 1 = per core
 
 
-def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True) -> dict:
+def label(case: str, threads: int) -> str:
+    """The row label: component and thread count (`gelu 2thr`)."""
+    return f"{case} {threads or bl.default_threads()}thr"
+
+
+def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True,
+            thread_counts=THREADS) -> dict:
     warmup, rounds, min_s, max_s = (2, 5, 0.2, 30.0) if quick else (3, 15, 2.0, 60.0)
     machine = bl.machine_info()
-    threads = bl.bench_threads()
-    machine["bench_threads"] = threads
-    rows = []
-    for case in cases:
-        res = bl.run_interleaved({impl: ["component", case, impl] for impl in impls},
-                                 warmup={impl: warmup for impl in impls}, rounds=rounds,
-                                 min_seconds=min_s, max_seconds=max_s, threads=threads,
-                                 min_step_seconds=0.03)
-        res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward")})
-        for impl in impls:
-            row = {"case": case, **res[impl]}
-            rows.append(row)
-            print(f"  components: {case:12s} {impl:10s} {_brief(row)}", flush=True)
+    rows, labels = [], []
+    for threads in thread_counts:
+        for case in cases:
+            res = bl.run_interleaved({impl: ["component", case, impl] for impl in impls},
+                                     warmup={impl: warmup for impl in impls}, rounds=rounds,
+                                     min_seconds=min_s, max_seconds=max_s, threads=threads,
+                                     min_step_seconds=0.03)
+            res = bl.summarize_rows(res, {"fwd_bwd": ("forward", "backward")})
+            labels.append(label(case, threads))
+            for impl in impls:
+                row = {"case": labels[-1], "component": case,
+                       "threads": threads or bl.default_threads(), **res[impl]}
+                rows.append(row)
+                print(f"  components: {labels[-1]:14s} {impl:10s} {_brief(row)}", flush=True)
     payload = {
         "machine": machine,
         "method": (f"one process per implementation, all alive together; {warmup} warm-up steps "
                    f"each, then >= {rounds} rounds (>= {min_s} s, <= {max_s} s) of one step per "
                    "implementation (a step of a fast case = the mean of K back-to-back steps, "
-                   "K sized to ~30 ms), order rotating; {threads or 'default'} thread(s); process "
-                   "CPU time with one thread, else wall; ratio = median over rounds of the "
-                   "per-round ratio to eager"),
-        "cases": list(cases), "impls": list(impls), "quick": quick, "rows": rows,
+                   "K sized to ~30 ms), order rotating; at torch's default thread count (the "
+                   "headline) and at one thread (per core); process CPU time with one thread, "
+                   "else wall; ratio = median over rounds of the per-round ratio to eager"),
+        "cases": labels, "impls": list(impls), "quick": quick, "rows": rows,
     }
     if write:
-        bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"), CASES, "cases"))
+        order = [label(c, t) for t in THREADS for c in CASES]
+        bl.update_section(SECTION, bl.merged(SECTION, payload, ("case", "impl"), order, "cases"))
     return payload
 
 
@@ -83,11 +95,14 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--threads", default=",".join(map(str, THREADS)),
+                    help="thread counts, 0 = torch's default")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args(argv)
     import render
 
-    payload = run_all(a.cases.split(","), a.impls.split(","), a.quick, write=not a.no_write)
+    payload = run_all(a.cases.split(","), a.impls.split(","), a.quick, write=not a.no_write,
+                      thread_counts=[int(t) for t in a.threads.split(",")])
     print(render.components_table(payload))
     return 0
 

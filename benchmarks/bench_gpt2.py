@@ -54,14 +54,8 @@ IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 def label(model: str, threads: int) -> str:
     """The case label: model, (B, T) and thread count (`demo B16,T64 2thr`)."""
     B, T = ref.MODELS[model][1]
-    n = threads or _default_threads()
+    n = threads or bl.default_threads()
     return f"{model} B{B},T{T} {n}thr"
-
-
-def _default_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
 
 
 def run_all(models=MODELS, thread_counts=THREADS, impls=IMPLS, quick: bool = False,

@@ -145,13 +145,7 @@ class HigherCase:
 
 
 def label(case: str, size: str, threads: int) -> str:
-    return f"{case} {size} {threads or _default_threads()}thr"
-
-
-def _default_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
+    return f"{case} {size} {threads or bl.default_threads()}thr"
 
 
 def run_all(cases=CASES, thread_counts=THREADS, quick: bool = False, write: bool = True) -> dict:

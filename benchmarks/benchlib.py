@@ -405,16 +405,11 @@ def benchmark_once(benchmark: Any, run_all: Any, table: Any) -> dict[str, Any]:
     return payload
 
 
-def bench_threads() -> int:
-    """Threads for the PyTorch benchmarks: $TORCHCLAD_BENCH_THREADS, default 1 (0 = torch's
-    default). One thread by default because the benchmark machine is a shared 2-core box: with
-    more runnable processes than cores, torch's OpenMP regions wait for descheduled threads
-    (measured: GPT-2 (1, 16) fwd+bwd 4.7 s with 2 threads vs 1.3 s with 1 under load 7). The
-    comparison is per core: torch, MKL and the kernels' OpenMP loops all get one thread."""
-    try:
-        return max(0, int(os.environ.get("TORCHCLAD_BENCH_THREADS", "1")))
-    except ValueError:
-        return 1
+def default_threads() -> int:
+    """torch's default thread count in this machine (its cores), what a user runs with."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def compile_kernel_program(prog: Path, exe: Path, defines: dict, what: str) -> float:

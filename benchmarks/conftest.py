@@ -17,6 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def pytest_collect_file(file_path: Path, parent):
-    if file_path.suffix == ".py" and file_path.name.startswith("bench_"):
+    # a file named on the command line is collected by pytest itself (whatever its name):
+    # collecting it here as well would run its benchmark twice
+    if file_path.suffix == ".py" and file_path.name.startswith("bench_") and \
+            not parent.session.isinitpath(file_path):
         return pytest.Module.from_parent(parent, path=file_path)
     return None

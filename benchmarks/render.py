@@ -297,10 +297,12 @@ def markdown(data: dict[str, Any] | None = None) -> str:
              "`python benchmarks/render.py`. Times are the minimum over the timed repetitions "
              "(ms). Ratios come from ONE run: implementations are measured interleaved, round "
              "by round, and a ratio is the median of the per-round ratios, with the 10th–90th "
-             "percentile range in small print († = not interleaved: ratio of minima). The "
-             "machine (2 cores) is shared with other work, so everything runs on one thread (torch, "
-             "MKL and OpenMP alike: a per-core comparison) and the clock is the process's CPU "
-             "time (time spent descheduled does not count). No timing is asserted anywhere.", ""]
+             "percentile range in small print († = not interleaved: ratio of minima). Each case "
+             "runs at torch's default thread count (*N*thr: the machine's cores, what a user "
+             "gets; wall clock) and at one thread (1thr: per core, torch, MKL and OpenMP alike; "
+             "process CPU time, which does not count time spent descheduled); each section's "
+             "footer gives the load average when it started (the machine is shared). No timing "
+             "is asserted anywhere.", ""]
 
     for key, title, table in _SECTIONS:
         parts += [title, ""]
