@@ -98,7 +98,8 @@ def run_all(models=MODELS, thread_counts=THREADS, impls=IMPLS, quick: bool = Fal
         "gemm_floor": floors,
     }
     if write:
-        sec = bl.merged(SECTION, payload, ("case", "impl"), None, "cases")
+        order = [label(m, t) for t in THREADS for m in MODELS]
+        sec = bl.merged(SECTION, payload, ("case", "impl"), order, "cases")
         old = bl.load_results().get("sections", {}).get(SECTION) or {}
         sec["gemm_floor"] = {**old.get("gemm_floor", {}), **payload["gemm_floor"]}
         bl.update_section(SECTION, sec)
