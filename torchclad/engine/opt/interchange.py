@@ -92,6 +92,8 @@ def _swap(outer: ir.Loop, group):
             return None
         else:
             sunk.append(d)
+    if any(ir.names_in(d.init) & set(accs) for d in sunk):
+        return None                               # reads an accumulator, which goes away
     flushes = _flushes(suffix, accs, inner_names)
     if flushes is None:
         return None
