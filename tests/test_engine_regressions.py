@@ -276,6 +276,24 @@ def test_independent_reverse_loops_run_forwards_with_lane_sums():
     assert "*_d_a += _acc0;" in sw and "*_d_b += _acc1;" in sw
 
 
+def test_register_tile_reverse_runs_the_contiguous_index_innermost():
+    # opt/interchange.py: the reverse of a 4-row register tile, tile loop outside, k inside, the
+    # weight's adjoint accumulated straight into _d_w (no serial _d_wk, no lanes over 4 rows)
+    from pathlib import Path
+
+    from torchclad.engine import differentiate
+
+    sw = _sweep_of("tile_interchange")
+    assert re.search(r"for \(int j = 0; j < TILE; \+\+j\) \{\s*for \(int k = 0; k < K; \+\+k\)", sw)
+    assert "_d_w[n * K + k] += x[r * K + k] * _d_acc[j];" in sw
+    assert "_d_wk" not in sw and "_lane" not in sw
+    path = Path(__file__).resolve().parent / "corpus" / "kernels" / "tile_interchange.cpp"
+    d = differentiate(path.read_text(), "tile_triangle", None, filename=path.name)
+    tri = dict(d.functions)["tile_triangle_reverse_sweep"]
+    assert "for (int k = 0; k < K; ++k) {\n        double wk = w[k];" in tri   # j <= k: kept
+    assert "_d_w[k] += _d_wk;" in tri
+
+
 def test_write_once_results_are_read_back():
     fns = _functions_of("stored_result")
     sw, forw = fns["stored_result_reverse_sweep"], fns["stored_result_reverse_forw"]

@@ -46,12 +46,19 @@ LANES = 16
 
 def forward_order(stmts, roots: set) -> list:
     """stmts: a generated function body; roots: names of its adjoint roots."""
+    group = pointer_groups(stmts, roots)
+    counter = [0]
+    return [_stmt(s, group, counter) for s in stmts]
+
+
+def pointer_groups(stmts, roots: set) -> dict:
+    """name -> the adjoint roots it may point into (a root, or a pointer local derived from
+    roots)."""
     group: dict = {}
     for root, names in derived_pointers(stmts, roots).items():
         for n in names:
             group.setdefault(n, set()).add(root)
-    counter = [0]
-    return [_stmt(s, group, counter) for s in stmts]
+    return group
 
 
 def _stmt(s, group, counter):
@@ -63,8 +70,8 @@ def _stmt(s, group, counter):
     if isinstance(s, ir.Loop):
         s = ir.Loop(s.init, s.cond, s.inc, _stmt(s.body, group, counter), s.loc, s.pragma,
                     s.do_while)
-        bounds = _reversed_bounds(s)
-        scan = _independent(s, bounds, group) if bounds is not None else None
+        bounds = reversed_bounds(s)
+        scan = independent(s, bounds, group) if bounds is not None else None
         if scan is not None:
             v, lo, hi = bounds
             reductions = _reductions(s, scan)
@@ -148,7 +155,7 @@ def _in_lanes(loop: ir.Loop, v: ir.Var, lo, hi, reductions: dict, counter) -> ir
     return ir.Block(decls + (ir.Decl(ib, lo), blocks, rest, fold), loop.loc)
 
 
-def _reversed_bounds(s: ir.Loop):
+def reversed_bounds(s: ir.Loop):
     """(v, lo, hi) of `for (int v = hi; v-- > lo; )`, else None."""
     if s.pragma or s.do_while or s.inc or len(s.init) != 1:
         return None
@@ -163,7 +170,7 @@ class _Reject(Exception):
     pass
 
 
-def _independent(loop: ir.Loop, bounds, group) -> "_Scan | None":
+def independent(loop: ir.Loop, bounds, group) -> "_Scan | None":
     """The scan of the loop's body if its iterations may run in any order, else None."""
     v, lo, hi = bounds
     try:
@@ -316,7 +323,7 @@ class _Scan:
 
     def _injective(self, e) -> bool:
         terms: list = []
-        _terms(e, terms)
+        additive_terms(e, terms)
         moving = []
         for t in terms:
             names = {x.name for x in ir.walk_expr(t) if isinstance(x, ir.Var)}
@@ -334,15 +341,15 @@ class _Scan:
         return _is_var(t, self.v) or _scaled_var(t, self.v)
 
 
-def _terms(e, out: list) -> None:
+def additive_terms(e, out: list) -> None:
     """The additive terms of e (signs dropped: injectivity does not depend on them)."""
     if isinstance(e, ir.Binary) and e.op in ("+", "-"):
-        _terms(e.lhs, out)
-        _terms(e.rhs, out)
+        additive_terms(e.lhs, out)
+        additive_terms(e.rhs, out)
     elif isinstance(e, ir.Unary) and e.op in ("-", "+"):
-        _terms(e.operand, out)
+        additive_terms(e.operand, out)
     elif isinstance(e, ir.Cast) and not e.type.is_pointer:
-        _terms(e.operand, out)
+        additive_terms(e.operand, out)
     else:
         out.append(e)
 
