@@ -106,3 +106,18 @@ def test_global_written_by_a_call_without_tangents_is_refused():
     with pytest.raises(DiffError, match=r"kernel.cpp:3:22: forward mode .* does not support a "
                                         r"call of 'setg', which touches a non-const global"):
         differentiate(src, "f", "x", modes=("forward",))
+
+
+def test_mutual_recursion_is_a_clear_error():
+    """A function calling itself is differentiated (the corpus case `recursion`); two that call
+    each other are refused at the call that closes the cycle."""
+    from torchclad.engine import DiffError, differentiate
+
+    src = ("double g(double x, int n);\n"
+           "double f(double x, int n) { if (n <= 0) return x; return g(x * x, n - 1); }\n"
+           "double g(double x, int n) { return 0.5 * f(x, n) + x; }\n"
+           "double top(double x) { return f(x, 3); }\n")
+    for modes in (("forward",), ("second",)):
+        with pytest.raises(DiffError, match=r"kernel.cpp:3:\d+: mutual recursion \(f -> g -> f\) "
+                                            r"is not supported in forward mode"):
+            differentiate(src, "top", "x", modes=modes)

@@ -155,9 +155,8 @@ class ForwardPlanner:
         key = (fn.name, mask, kind)
         if key in self.planned:
             return self.planned[key]
-        if any(k[0] == fn.name for k in self.path):
-            raise DiffError(fn.loc, f"recursive call to '{fn.name}' is not supported in "
-                                    "differentiated code")
+        if key in self.path:
+            return None      # recursion: the pushforward calls itself (its name is known)
         nfn = fn if generated else normalize(fn)
         wrt = tuple(fn.params[i] for i in mask)
         if kind == "darg":

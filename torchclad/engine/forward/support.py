@@ -8,8 +8,11 @@ these constructs is refused at the construct, with a DiffError saying reverse mo
 - structs and classes (a field, an object, a member function call);
 - (forward over reverse only) a non-const global variable the code writes (or binds a
   reference or pointer to); f_pushforward gives it a global tangent (shared.py);
-- recursion;
 - a call of a function that returns a pointer or a reference.
+
+Mutual recursion (f calls g calls f) is an error of its own: the generated functions would
+call each other before their declarations. A function that calls itself is differentiated:
+its pushforward calls itself.
 """
 from __future__ import annotations
 
@@ -54,8 +57,12 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bo
                     callee = _callee(module, x)
                     if callee is None:
                         continue
+                    if callee.name == fn.name:   # recursion: the pushforward calls itself
+                        continue
                     if callee.name in path:
-                        refuse(loc, f"recursion (the call to '{callee.name}')")
+                        cycle = " -> ".join(path[path.index(callee.name):] + [callee.name])
+                        raise DiffError(loc, f"mutual recursion ({cycle}) is not supported "
+                                             "in forward mode; a function that calls itself is")
                     if callee.ret.ptr > 0:
                         kind = "reference" if callee.ret.ref else "pointer"
                         refuse(loc, f"a call of a function that returns a {kind} "
