@@ -51,9 +51,7 @@ REFUSED = {name: (mode, re.escape(where) + ": " + _NOT_YET.format(what))
     ("null_globals", "second", "null_globals.cpp:9:29", _GLOBAL.format("g_hist")),
     ("struct_fields", "forward", "struct_fields.cpp:24:11", r"a struct or class object \('p'\)"),
     ("nondiff_attr", "forward", "nondiff_attr.cpp:20:11", r"a struct or class object \('g'\)"),
-    ("new_delete", "forward", "new_delete.cpp:10:15", r"a struct or class object \('new Pair'\)"),
-    ("returns_pointer", "forward", "returns_pointer.cpp:18:12",
-     r"a call of a function that returns a pointer \('scaled_at'\)"))}
+    ("new_delete", "forward", "new_delete.cpp:10:15", r"a struct or class object \('new Pair'\)"))}
 
 
 def modes(case) -> tuple:

@@ -63,10 +63,6 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bo
                         cycle = " -> ".join(path[path.index(callee.name):] + [callee.name])
                         raise DiffError(loc, f"mutual recursion ({cycle}) is not supported "
                                              "in forward mode; a function that calls itself is")
-                    if callee.ret.ptr > 0:
-                        kind = "reference" if callee.ret.ref else "pointer"
-                        refuse(loc, f"a call of a function that returns a {kind} "
-                                    f"('{callee.name}')")
                     _visit(module, callee, path, done, second)
     path.pop()
     done.add(fn.name)

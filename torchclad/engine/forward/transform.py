@@ -161,12 +161,31 @@ class Forward:
     def stmt_Return(self, s):
         if s.value is None or self.fn.ret.base == "void":
             return [s]
+        if self.fn.ret.ptr:
+            return [self.return_pointer(s)]
         d = self.tangent(s.value) if self.fn.ret.real else None    # an integer: no tangent
         d = d if d is not None else self.zero(self.fn.ret)
         if self.mode == "darg":
             return [ir.Return(d, s.loc)]
         vp = value_and_pushforward(self.fn.ret)
         return [ir.Return(ir.Call(vp.base, (s.value, d), vp), s.loc)]
+
+    def return_pointer(self, s) -> ir.Return:
+        """`return p` of a function returning a pointer or a reference (whose value the IR
+        holds as the address): {p, the tangent pointer at the same offset} (Clad's
+        ValueAndPushforward<T*, T*>); the tangent is null where p's memory has none."""
+        t = self.fn.ret.value()
+        v = s.value
+        if isinstance(v, ir.Unary) and v.op == "&" and v.type.ref:      # binds the reference
+            v = ir.Unary("&", v.operand, t)
+        elif not v.type.ptr:
+            v = ir.Unary("&", v, t)
+        root = ir.root_var(v)
+        null = ir.Cast(ir.Const("nullptr", real(t).pointer_to()), real(t).pointer_to(), "c")
+        d = self.rules.dptr(v) if not ir.is_null(v) and root is not None and \
+            self.t.memory(v) else null
+        vp = value_and_pushforward(t)
+        return ir.Return(ir.Call(vp.base, (v, d), vp), s.loc)
 
     def stmt_Decl(self, s):
         v = s.var
@@ -338,12 +357,17 @@ class Forward:
         value = _field(tmp, names.VALUE_FIELD, vt)
         # (an integer result has no tangent: its pushforward field is zero)
         dvalue = _field(tmp, names.PUSHFORWARD_FIELD, real(vt)) if vt.real else ZERO
+        if vt.ptr:          # a pointer (or reference) result: its tangent pointer
+            dvalue = _field(tmp, names.PUSHFORWARD_FIELD,
+                            ir.Type(vt.base, vt.ptr, vt.const, (), True))
+            active = target is not None and isinstance(target, ir.Var) and self.t.var(target)
         if isinstance(s, ir.Decl):
             if active:
                 out.append(ir.Decl(self.rules.tvar(target), dvalue, (), loc))
             out.append(ir.Decl(target, value, (), loc))
         elif isinstance(s, ir.Assign):
             if active:
-                out.append(ir.Assign("=", self.dtarget(target), dvalue, loc))
+                out.append(ir.Assign("=", self.rules.tvar(target) if vt.ptr else
+                                     self.dtarget(target), dvalue, loc))
             out.append(ir.Assign(s.op, target, value, loc))
         return out
