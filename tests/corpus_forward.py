@@ -44,11 +44,8 @@ SECOND_UNDEFINED = {
 #: f_pushforward and f_pullback_pushforward; "second" only forward over reverse.
 _NOT_YET = (re.escape("forward mode (jvp, double backward, Hessian) does not support ") + "{}" +
             re.escape(" yet; reverse mode (gradients) does"))
-_GLOBAL = r"a non-const global variable written by the code \('{}'\) in forward over reverse"
 REFUSED = {name: (mode, re.escape(where) + ": " + _NOT_YET.format(what))
            for name, mode, where, what in (
-    ("global_read_write", "second", "global_read_write.cpp:6:5", _GLOBAL.format("g_scale")),
-    ("null_globals", "second", "null_globals.cpp:9:29", _GLOBAL.format("g_hist")),
     ("struct_fields", "forward", "struct_fields.cpp:24:11", r"a struct or class object \('p'\)"),
     ("nondiff_attr", "forward", "nondiff_attr.cpp:20:11", r"a struct or class object \('g'\)"),
     ("new_delete", "forward", "new_delete.cpp:10:15", r"a struct or class object \('new Pair'\)"))}

@@ -5,10 +5,7 @@ wrong or does not compile, a forward request (f_pushforward, f_darg<k>, and
 f_pullback_pushforward: jvp, double backward, Hessians) over a function that reaches one of
 these constructs is refused at the construct, with a DiffError saying reverse mode takes it:
 
-- structs and classes (a field, an object, a member function call);
-- (forward over reverse only) a non-const global variable the code writes (or binds a
-  reference or pointer to); f_pushforward gives it a global tangent (shared.py);
-- a call of a function that returns a pointer or a reference.
+- structs and classes (a field, an object, a member function call).
 
 Mutual recursion (f calls g calls f) is an error of its own: the generated functions would
 call each other before their declarations. A function that calls itself is differentiated:
@@ -27,10 +24,10 @@ def refuse(loc, what: str):
     raise DiffError(loc, _NOT_YET.format(what))
 
 
-def check(module: ir.Module, fn: ir.Function, second: bool = False) -> None:
+def check(module: ir.Module, fn: ir.Function) -> None:
     """Refuse fn when it, or a function it calls (and forward mode differentiates), uses a
-    construct forward mode does not support; `second`: forward over reverse."""
-    _visit(module, fn, [], set(), second)
+    construct forward mode does not support."""
+    _visit(module, fn, [], set())
 
 
 def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
@@ -40,7 +37,7 @@ def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
     return module.functions[key]
 
 
-def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bool) -> None:
+def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
     if fn.name in done:
         return
     path.append(fn.name)
@@ -49,7 +46,7 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bo
             refuse(fn.loc, f"a struct or class parameter ('{p.name}' of '{fn.name}')")
     for s in ir.walk_stmts(fn.body):
         loc = getattr(s, "loc", None) or fn.loc
-        _statement(module, s, loc, second)
+        _statement(s, loc)
         for e in ir.stmt_exprs(s):
             for x in ir.walk_expr(e):
                 _expression(x, loc)
@@ -63,31 +60,16 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bo
                         cycle = " -> ".join(path[path.index(callee.name):] + [callee.name])
                         raise DiffError(loc, f"mutual recursion ({cycle}) is not supported "
                                              "in forward mode; a function that calls itself is")
-                    _visit(module, callee, path, done, second)
+                    _visit(module, callee, path, done)
     path.pop()
     done.add(fn.name)
 
 
-def _statement(module: ir.Module, s, loc, second: bool) -> None:
-    if isinstance(s, ir.Decl):
-        if s.var.type.record:
-            what = f"'{s.var.name}'" if not s.var.name.startswith(names.NEW_BUFFER) else \
-                f"'new {s.var.type.base}'"
-            refuse(loc, f"a struct or class object ({what})")
-        if second and s.var.type.is_pointer and s.init is not None:
-            _global_written(module, s.init, loc, "a reference or pointer to ")
-    elif second and isinstance(s, ir.Assign):
-        _global_written(module, s.target, loc, "")
-
-
-def _global_written(module: ir.Module, e, loc, how: str) -> None:
-    r = ir.root_var(e)
-    if r is None or r.uid >= 0:
-        return
-    g = next((g.var for g in module.globals.values() if g.var.uid == r.uid), None)
-    if g is not None and not g.type.const and g.type.real:
-        refuse(loc, f"{how}a non-const global variable written by the code ('{g.name}') in "
-                    "forward over reverse")
+def _statement(s, loc) -> None:
+    if isinstance(s, ir.Decl) and s.var.type.record:
+        what = f"'{s.var.name}'" if not s.var.name.startswith(names.NEW_BUFFER) else \
+            f"'new {s.var.type.base}'"
+        refuse(loc, f"a struct or class object ({what})")
 
 
 def _expression(x, loc) -> None:
