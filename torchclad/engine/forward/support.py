@@ -1,15 +1,15 @@
-"""What forward mode refuses, checked before anything is planned or emitted.
+"""What forward mode refuses, with a DiffError at the construct before anything is emitted.
 
-Reverse mode differentiates more C++ than forward mode does yet. Rather than emit code that is
-wrong or does not compile, a forward request (f_pushforward, f_darg<k>, and
-f_pullback_pushforward: jvp, double backward, Hessians) over a function that reaches one of
-these constructs is refused at the construct, with a DiffError saying reverse mode takes it:
+Forward mode (f_pushforward, f_darg<k>, and f_pullback_pushforward: jvp, double backward,
+Hessians) takes the C++ reverse mode takes -- structs and member functions, recursion,
+pointer- and reference-returning calls, globals written -- except:
 
-- structs and classes (a field, an object, a member function call).
-
-Mutual recursion (f calls g calls f) is an error of its own: the generated functions would
-call each other before their declarations. A function that calls itself is differentiated:
-its pushforward calls itself.
+- mutual recursion (f calls g calls f), checked here over fn and every function it calls:
+  the generated functions would call each other before their declarations. A function that
+  calls itself is differentiated: its pushforward calls itself;
+- a call none of whose arguments depends on the inputs, of a function that touches a
+  non-const global (`refuse`, where plan.py meets the call): the callee would run as it is
+  and leave the global's tangent stale.
 """
 from __future__ import annotations
 
@@ -41,15 +41,10 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
     if fn.name in done:
         return
     path.append(fn.name)
-    for p in fn.params:
-        if p.type.record:
-            refuse(fn.loc, f"a struct or class parameter ('{p.name}' of '{fn.name}')")
     for s in ir.walk_stmts(fn.body):
         loc = getattr(s, "loc", None) or fn.loc
-        _statement(s, loc)
         for e in ir.stmt_exprs(s):
             for x in ir.walk_expr(e):
-                _expression(x, loc)
                 if isinstance(x, ir.Call):
                     callee = _callee(module, x)
                     if callee is None:
@@ -63,17 +58,3 @@ def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
                     _visit(module, callee, path, done)
     path.pop()
     done.add(fn.name)
-
-
-def _statement(s, loc) -> None:
-    if isinstance(s, ir.Decl) and s.var.type.record:
-        what = f"'{s.var.name}'" if not s.var.name.startswith(names.NEW_BUFFER) else \
-            f"'new {s.var.type.base}'"
-        refuse(loc, f"a struct or class object ({what})")
-
-
-def _expression(x, loc) -> None:
-    if isinstance(x, ir.Member):
-        refuse(loc, f"a struct or class field ('.{x.name}')")
-    if isinstance(x, ir.Call) and x.method:
-        refuse(loc, f"a member function call ('{x.method}')")

@@ -86,14 +86,10 @@ class Forward:
             return False
         if isinstance(target, ir.Var):
             return self.t.var(target)
-        return self.t.memory(target.base if isinstance(target, ir.Index) else target.operand)
+        return self.t.memory(target)
 
     def dtarget(self, target) -> ir.Expr:
-        if isinstance(target, ir.Var):
-            return self.rules.tvar(target)
-        if isinstance(target, ir.Index):
-            return ir.Index(self.rules.dptr(target.base), target.index, real(target.type))
-        return ir.Unary("*", self.rules.dptr(target.operand), real(target.type))
+        return self.rules.tlvalue(target)
 
     def tangent(self, e, result=None):
         return self.rules.tangent(e, result)
@@ -199,6 +195,8 @@ class Forward:
                 return [s, ir.Decl(self.rules.tvar(v), self.from_offset(v), (), s.loc)]
             init = self.rules.dptr(s.init) if s.init is not None else None
             return [ir.Decl(self.rules.tvar(v), init, (), s.loc), s]
+        if v.type.is_object or (v.type.is_array and v.type.record):
+            return self.struct_decl(s)
         if v.type.is_array:
             if not v.type.real or not self.t.var(v):
                 return [s]
@@ -223,6 +221,17 @@ class Forward:
             return [s, ir.Decl(tv, d if d is not None else ZERO, (), s.loc)]
         d = self.tangent(s.init)
         return [ir.Decl(tv, d if d is not None else ZERO, (), s.loc), s]
+
+    def struct_decl(self, s) -> list:
+        """`S v{...};` (or an array of S): its tangent struct `S _d_v{};` with every floating
+        field zeroed (`{}` would give a field its default member initializer)."""
+        v = s.var
+        if not v.type.real or not self.t.var(v):
+            return [s]
+        tv = self.rules.tvar(v)
+        k = self.fresh(names.RESET_INDEX, ir.LONG) if v.type.dims else None
+        return [ir.Decl(tv, None, (ir.Const("{}", tv.type),), s.loc),
+                *ir.zeroed_fields(tv, k, s.loc), s]
 
     def from_offset(self, p: ir.Var) -> ir.Expr:
         """The tangent of pointer p from its offset into its root: `_d_r + (p - r)`."""
