@@ -47,7 +47,7 @@ def pushforward(module: ir.Module, options, fn: ir.Function, wrt: tuple,
     mask = tuple(i for i, p in enumerate(fn.params) if p in wrt or p in outputs)
     planner.visit(fn, mask, "top", top_name=names.pushforward(fn.name))
     darg = None
-    if len(wrt) == 1 and wrt[0].type.is_real_scalar and fn.ret.real:
+    if len(wrt) == 1 and wrt[0].type.is_real_scalar and fn.ret.is_real_scalar:
         k = fn.params.index(wrt[0])
         if planner.visit(fn, (k,), "darg") is not None:
             darg = k
