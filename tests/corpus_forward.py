@@ -22,7 +22,6 @@ direction v on the `wrt` parameters (seeded by the case name):
 from __future__ import annotations
 
 import ctypes
-import re
 import time
 import zlib
 
@@ -39,28 +38,9 @@ SECOND_UNDEFINED = {
 }
 
 
-#: cases forward mode refuses (engine/forward/support.py), each with the construct its
-#: DiffError names: name -> (modes refused, message fragment). "forward" refuses both
-#: f_pushforward and f_pullback_pushforward; "second" only forward over reverse.
-_NOT_YET = (re.escape("forward mode (jvp, double backward, Hessian) does not support ") + "{}" +
-            re.escape(" yet; reverse mode (gradients) does"))
-_GLOBAL = r"a non-const global variable written by the code \('{}'\) in forward over reverse"
-REFUSED = {name: (mode, re.escape(where) + ": " + _NOT_YET.format(what))
-           for name, mode, where, what in (
-    ("global_read_write", "second", "global_read_write.cpp:6:5", _GLOBAL.format("g_scale")),
-    ("null_globals", "second", "null_globals.cpp:9:29", _GLOBAL.format("g_hist")),
-    ("struct_fields", "forward", "struct_fields.cpp:24:11", r"a struct or class object \('p'\)"),
-    ("nondiff_attr", "forward", "nondiff_attr.cpp:20:11", r"a struct or class object \('g'\)"),
-    ("new_delete", "forward", "new_delete.cpp:10:15", r"a struct or class object \('new Pair'\)"),
-    ("recursion", "forward", "recursion.cpp:6:12", r"recursion \(the call to 'power_rec'\)"),
-    ("returns_pointer", "forward", "returns_pointer.cpp:18:12",
-     r"a call of a function that returns a pointer \('scaled_at'\)"))}
-
-
-def modes(case) -> tuple:
-    """The modes the harness differentiates a case in (those forward mode does not refuse)."""
-    refused = REFUSED.get(case.name, ("", ""))[0]
-    return ("reverse", "forward") + (() if refused == "second" else ("second",))
+#: every case in every mode: the corpus has no case forward mode refuses (the refusals left,
+#: mutual recursion and a stale global tangent, are tested in tests/test_corpus_forward.py)
+MODES = ("reverse", "forward", "second")
 
 
 def _cast(sig, scalar, base, pointer, slot, k) -> str:
@@ -115,7 +95,7 @@ class ForwardSession(H.Session):
         try:
             return differentiate(path.read_text(), case.fn, case.wrt, filename=str(path),
                                  options=Options(analyses=analyses),
-                                 modes=modes(case))
+                                 modes=MODES)
         except DiffError as e:
             raise H.CorpusFailure("diff-error", f"DiffError: {e}") from None
         except Exception as e:
@@ -222,8 +202,6 @@ def _execute(built, ref, case, inp, d) -> dict:
                        for o in res["douts"]}
 
     # 2. forward over reverse
-    if "pullback_pushforward" not in d.kinds:        # (refused: REFUSED)
-        return res
     adj_names = list(d.adjoints)
 
     def adjoints() -> list:

@@ -41,11 +41,7 @@ def _passes(check, *args):
     pytest.fail(message, pytrace=False)
 
 
-#: cases forward mode refuses with a clear DiffError (F.REFUSED: the construct and where;
-#: test_refused checks each message): "forward" ones are left out of both tests below,
-#: "second" ones (forward over reverse only) out of test_pullback_pushforward
-FORWARD_CASES = [c for c in CASES if c.name not in NO_FORWARD and
-                 F.REFUSED.get(c.name, ("",))[0] != "forward"]
+FORWARD_CASES = [c for c in CASES if c.name not in NO_FORWARD]
 
 
 @pytest.mark.parametrize("analyses", ANALYSES)
@@ -57,8 +53,7 @@ def test_pushforward(session, case, opt, analyses):
 
 #: the cases whose point has a second derivative (F.SECOND_UNDEFINED: at a kink the pullback
 #: jumps, and finite differences of it are no oracle; their first derivatives are checked above)
-SECOND_CASES = [c for c in FORWARD_CASES if c.name not in F.SECOND_UNDEFINED
-                and c.name not in F.REFUSED]
+SECOND_CASES = [c for c in FORWARD_CASES if c.name not in F.SECOND_UNDEFINED]
 
 
 @pytest.mark.parametrize("analyses", ANALYSES)
@@ -79,23 +74,6 @@ def test_no_forward_derivative_is_a_clear_error():
         differentiate(src, case.fn, case.wrt, filename=case.file, modes=("forward",))
 
 
-@pytest.mark.parametrize("name", sorted(F.REFUSED))
-def test_refused(name):
-    """Forward mode refuses what it does not support yet -- before emitting anything, at the
-    construct, saying that reverse mode takes it -- and reverse mode does take it."""
-    from torchclad.engine import DiffError, differentiate
-
-    case = H.CASES_BY_NAME[name]
-    src = (H.KERNELS / case.file).read_text()
-    refused, fragment = F.REFUSED[name]
-    differentiate(src, case.fn, case.wrt, filename=case.file, modes=("reverse",))
-    for modes in ((("forward",), ("second",)) if refused == "forward" else (("second",),)):
-        with pytest.raises(DiffError, match=fragment):
-            differentiate(src, case.fn, case.wrt, filename=case.file, modes=modes)
-    if refused == "second":
-        differentiate(src, case.fn, case.wrt, filename=case.file, modes=("forward",))
-
-
 def test_global_written_by_a_call_without_tangents_is_refused():
     """A call none of whose arguments has a tangent runs the primal callee: when that callee
     writes a global with a tangent, forward mode refuses rather than leave the tangent stale."""
@@ -106,3 +84,18 @@ def test_global_written_by_a_call_without_tangents_is_refused():
     with pytest.raises(DiffError, match=r"kernel.cpp:3:22: forward mode .* does not support a "
                                         r"call of 'setg', which touches a non-const global"):
         differentiate(src, "f", "x", modes=("forward",))
+
+
+def test_mutual_recursion_is_a_clear_error():
+    """A function calling itself is differentiated (the corpus case `recursion`); two that call
+    each other are refused at the call that closes the cycle."""
+    from torchclad.engine import DiffError, differentiate
+
+    src = ("double g(double x, int n);\n"
+           "double f(double x, int n) { if (n <= 0) return x; return g(x * x, n - 1); }\n"
+           "double g(double x, int n) { return 0.5 * f(x, n) + x; }\n"
+           "double top(double x) { return f(x, 3); }\n")
+    for modes in (("forward",), ("second",)):
+        with pytest.raises(DiffError, match=r"kernel.cpp:3:\d+: mutual recursion \(f -> g -> f\) "
+                                            r"is not supported in forward mode"):
+            differentiate(src, "top", "x", modes=modes)

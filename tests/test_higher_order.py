@@ -226,3 +226,20 @@ def test_second_order_through_the_partial_sums_of_a_parallel_reverse():
     ref = lambda a, b: torch.tanh(a * b)
     assert _close(torch.func.hessian(loss(op), argnums=(0, 1))(x.detach(), w.detach()),
                   torch.func.hessian(loss(ref), argnums=(0, 1))(x.detach(), w.detach()))
+
+
+def test_forward_ops_compile_like_user_kernels(op):
+    """The jvp / hvp module (pybind11) is built with the flags of a user kernel on this CPU:
+    the vector-math declarations and libmvec, the alias-check limit, the ISA variant's flags
+    (toolchain.jit.native_flags) -- not the bare package flags (GELU's JVP was 3.7x torch)."""
+    from pathlib import Path
+
+    from torchclad.toolchain.jit import native_flags
+
+    k = kernel_op(op)
+    module = k.higher.kernel().module
+    prelude, cflags, ldflags = native_flags()
+    entry = Path(module.__torchclad_source__).parent
+    argv = (entry / "build.log").read_text().splitlines()[0].split()
+    assert [f for f in cflags + ldflags if f not in argv] == []
+    assert (entry / "source.cpp").read_text().startswith(prelude)

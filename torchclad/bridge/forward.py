@@ -27,7 +27,7 @@ def _derive(source: str, name: str, wrt: Any, modes: tuple):
     from torchclad import engine, toolchain
 
     d = engine.differentiate(source, name, wrt, modes=modes)
-    return d, toolchain.load(d)
+    return d, toolchain.load(d, native=True)
 
 
 def differentiate(source: str, name: str, arg: Any) -> "Differential":

@@ -117,7 +117,8 @@ class Higher:
                     from torchclad.bridge.kernel import Kernel
 
                     d, ldflags = self._derive()
-                    self._kernel = Kernel(d, toolchain.load(d, extra_ldflags=ldflags))
+                    module = toolchain.load(d, extra_ldflags=ldflags, native=True)
+                    self._kernel = Kernel(d, module)
         return self._kernel
 
     # ---- the two ops

@@ -177,9 +177,16 @@ def plan(
     extra_cflags: Sequence[str] = (),
     extra_ldflags: Sequence[str] = (),
     extra_include_dirs: Sequence[str | os.PathLike] = (),
+    native: bool = False,
 ) -> BuildPlan:
     """Module name, glue and cache key of a build, without building (arguments as :func:`load`)."""
     tu = make_tu(derivs_or_tu, name=name)
+    if native:
+        from .jit import native_flags
+
+        prelude, cflags, ldflags = native_flags()
+        tu = TranslationUnit(tu.name, prelude + tu.text, tu.derivatives)
+        extra_cflags, extra_ldflags = [*cflags, *extra_cflags], [*ldflags, *extra_ldflags]
     module = f"_torchclad_{tu.name}_{tu.digest[:16]}"
     glue = jit_glue(tu, module)
     cxx = _cc.compiler()
@@ -204,19 +211,22 @@ def load(
     extra_include_dirs: Sequence[str | os.PathLike] = (),
     cache_dir: str | os.PathLike | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    native: bool = False,
 ) -> ModuleType:
     """Compile (once) and import the pybind11 module of one translation unit.
 
     ``derivs_or_tu``: a Derivative, a sequence of Derivatives of one source, or a
     :class:`~torchclad.toolchain.glue.TranslationUnit`. ``extra_cflags`` (e.g. ``["-O0"]``) come
     after the default flags; ``extra_include_dirs`` before the default include directories.
+    ``native``: also the vector math, alias-check limit and ISA flags of a user kernel on the
+    running CPU (:func:`torchclad.toolchain.jit.native_flags`; the key names them).
     The module has the bindings described in :mod:`torchclad.toolchain.glue`, plus
     ``__torchclad_key__`` and ``__torchclad_source__`` (the path of the compiled source).
     Raises :class:`~torchclad.toolchain.BuildError` (with the compiler's stderr and the kept
     source), :class:`CacheDirError`, :class:`LockTimeout`.
     """
     p = plan(derivs_or_tu, name=name, extra_cflags=extra_cflags, extra_ldflags=extra_ldflags,
-             extra_include_dirs=extra_include_dirs)
+             extra_include_dirs=extra_include_dirs, native=native)
     with _loaded_lock:
         if p.key in _loaded:
             return _loaded[p.key]

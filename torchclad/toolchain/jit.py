@@ -49,7 +49,7 @@ from .glue import SUFFIX, calls, scalar_types
 from .signature import dumps as signatures_json
 from .signature import loads as signatures_load
 
-__all__ = ["Recipe", "Built", "key_of", "lookup", "build", "flags", "DEBUG_CFLAGS",
+__all__ = ["Recipe", "Built", "key_of", "lookup", "build", "flags", "native_flags", "DEBUG_CFLAGS",
            "ENTRY_FILE"]
 
 _FORMAT = "torchclad-kernel-v1"
@@ -173,6 +173,22 @@ def flags(caps: probe.Capabilities, variant: str, *, debug: bool,
     if caps.vecmath:
         libs += list(isa.VECMATH_LIBS)
     return cflags, [*ldflags, *(f"-l{lib}" for lib in libs)]
+
+
+def native_flags() -> tuple[str, list[str], list[str]]:
+    """What a pybind11 build (:func:`torchclad.toolchain.load` with ``native=True``: the
+    forward-mode and second-order derivatives of ops, ``torchclad.differentiate``) adds to
+    :mod:`compiler`'s flags to compile like a user kernel: ``(vector-math prelude, compile
+    flags, link flags)`` -- libmvec, the alias-check limit and the ISA flags of the running
+    CPU's variant, when the compiler offers them."""
+    cxx = compiler.compiler()
+    caps = probe.capabilities(cxx, compiler.compiler_version(cxx), _PKG / "_generated",
+                              store.cache_dir(None) / "toolchain")
+    cflags, ldflags = flags(caps, _variant(), debug=False)
+    return (isa.vecmath_prelude(caps.vecmath),
+            [f for f in cflags if f not in compiler.CXXFLAGS],
+            [f for f in ldflags if f not in compiler.LDFLAGS and
+             f not in (f"-l{lib}" for lib in compiler.LIBRARIES)])
 
 
 def unit_text(derivative: Any, scalar: str, vecmath: Sequence[str]) -> str:

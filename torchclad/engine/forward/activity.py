@@ -62,10 +62,11 @@ def _last_choice(e):
     return ir.rebuild(e, tuple(_last_choice(k) for k in kids)) if kids else e
 
 
-def _alias_view(fn: ir.Function, generated: bool) -> ir.Function:
+def _alias_view(fn: ir.Function, generated: bool, returns: Callable) -> ir.Function:
     """fn without the assignments of pointers read back from the tape (`p = pop`): they
     point where the pointer's other assignments do, which the alias analysis reads; in
-    generated code, pointer values as `_last_choice` reads them."""
+    generated code, pointer values as `_last_choice` reads them; `p = f(a, ...)`, where f
+    returns a pointer into its argument a (`returns`), as `p = a`."""
 
     def keep(s) -> bool:
         if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var) and \
@@ -87,7 +88,12 @@ def _alias_view(fn: ir.Function, generated: bool) -> ir.Function:
                            inc=tuple(stmt(x) for x in s.inc if keep(x)))
         if isinstance(s, ir.Decl) and s.var.type.is_pointer and _has_pop(s.init):
             return replace(s, init=None)
-        init = _pointer_init(s) if generated else None
+        init = _pointer_init(s)
+        k = returns(init) if isinstance(init, ir.Call) else None
+        if k is not None:
+            init = init.args[k]
+        elif not generated:
+            return s
         if init is not None:
             init = _last_choice(init)
             return replace(s, init=init) if isinstance(s, ir.Decl) else replace(s, value=init)
@@ -279,11 +285,13 @@ def _edges(fn: ir.Function, al: Aliases, writes: Callable, tape: bool) -> tuple:
 
 
 def analyze(fn: ir.Function, globals_: dict, wrt: tuple, outputs: tuple,
-            writes: Callable, enabled: bool = True, tape: bool = False) -> Tangents:
+            writes: Callable, enabled: bool = True, tape: bool = False,
+            returns: Callable = lambda call: None) -> Tangents:
     """wrt / outputs: parameter Vars; writes(call) -> indices of the arguments whose memory a
     call writes, None for a call that is not differentiated (math); tape: fn is generated code
-    whose tape carries tangents."""
-    al = find_aliases(_alias_view(fn, tape), globals_)
+    whose tape carries tangents; returns(call) -> the index of the argument whose memory the
+    pointer (or reference) a call returns points into, None for none."""
+    al = find_aliases(_alias_view(fn, tape, returns), globals_)
     if tape:
         al = _merge_choices(fn, al)
     edges, results = _edges(fn, al, writes, tape)

@@ -61,10 +61,11 @@ def _stmt(s, uid_of):
     return s
 
 
-def renumber(fn: ir.Function) -> ir.Function:
-    """fn as forward mode differentiates it: one uid per variable name (globals keep theirs),
+def renumber(fn: ir.Function, fixed: "dict | None" = None) -> ir.Function:
+    """fn as forward mode differentiates it: one uid per variable name (globals keep theirs,
+    and the names in `fixed` -- the globals of the generated code -- get theirs from it),
     stop-gradients replaced by their argument."""
-    uids: dict = {}
+    uids: dict = dict(fixed or {})
 
     def uid_of(v: ir.Var) -> int:
         if v.uid < 0:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ir, names
-from ..analysis.effects import call_writes, written_params
+from ..analysis.effects import call_writes, returned_param, written_params
 from ..emit import cpp
 from ..generate import uses_tape
 from ..errors import DiffError
@@ -111,6 +111,13 @@ class ForwardPlanner:
         return {i for i, a in enumerate(call.args)
                 if a.type.is_pointer and not a.type.const and a.type.real}
 
+    def returns(self, call: ir.Call) -> "int | None":
+        """The index of the argument whose memory the pointer (or reference) a differentiated
+        call returns points into; None for none, or a call the engine does not differentiate."""
+        if not call.type.ptr or not self.differentiated(call) or self.custom(call) is not None:
+            return None
+        return returned_param(self.module, self.function(call, None))
+
     def info(self, call: ir.Call, mask: tuple, loc) -> CalleeInfo:
         void = call.type.base == "void"
         cfn = self.custom(call)
@@ -155,9 +162,8 @@ class ForwardPlanner:
         key = (fn.name, mask, kind)
         if key in self.planned:
             return self.planned[key]
-        if any(k[0] == fn.name for k in self.path):
-            raise DiffError(fn.loc, f"recursive call to '{fn.name}' is not supported in "
-                                    "differentiated code")
+        if key in self.path:
+            return None      # recursion: the pushforward calls itself (its name is known)
         nfn = fn if generated else normalize(fn)
         wrt = tuple(fn.params[i] for i in mask)
         if kind == "darg":
@@ -168,7 +174,7 @@ class ForwardPlanner:
             written = written_params(fn)
             outputs = tuple(fn.params[i] for i in mask if i in written)
         tangents = analyze(nfn, self.module.globals, wrt, outputs, self.writes,
-                           self.options.analyses, tape=generated)
+                           self.options.analyses, tape=generated, returns=self.returns)
         if kind == "darg" and any(p.type.is_pointer and tangents.var(p) for p in fn.params):
             return None
         self.path.append(key)

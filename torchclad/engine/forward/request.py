@@ -8,7 +8,8 @@
   tangents...)`, the pushforward of the generated pullback, with tangents on the `wrt`
   parameters, the output arrays, the seed and every adjoint: with the tangent e_j on the
   inputs and 0 on the rest, the adjoints' tangents are column j of the Hessian (of the
-  seeded result), and the outputs' tangents are J e_j.
+  seeded result), and the outputs' tangents are J e_j. The adjoint `_d_g` of a global `g`
+  is a global of the generated code; its tangent is the global `_dt__d_g`.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def pushforward(module: ir.Module, options, fn: ir.Function, wrt: tuple,
     mask = tuple(i for i, p in enumerate(fn.params) if p in wrt or p in outputs)
     planner.visit(fn, mask, "top", top_name=names.pushforward(fn.name))
     darg = None
-    if len(wrt) == 1 and wrt[0].type.is_real_scalar and fn.ret.real:
+    if len(wrt) == 1 and wrt[0].type.is_real_scalar and fn.ret.is_real_scalar:
         k = fn.params.index(wrt[0])
         if planner.visit(fn, (k,), "darg") is not None:
             darg = k
@@ -57,8 +58,10 @@ def pullback_pushforward(module: ir.Module, options, generated: dict, fn: ir.Fun
                          wrt: tuple, outputs: tuple) -> Result:
     """`generated`: name -> IR of every function the reverse generated (the pullback of fn
     among them)."""
-    check(module, fn, second=True)
-    registry = {n: renumber(f) for n, f in generated.items()}
+    check(module, fn)
+    module = shared.with_adjoint_globals(module)
+    fixed = {g.var.name: g.var.uid for g in module.globals.values()}
+    registry = {n: renumber(f, fixed) for n, f in generated.items()}
     pb = registry[names.pullback(fn.name)]
     n = len(fn.params)
     mask = tuple(i for i, p in enumerate(fn.params) if p in wrt or p in outputs) + \

@@ -2,12 +2,26 @@
 code touches has the tangent `_dt_g`, a global variable of the generated code (as the
 reverse's adjoint `_d_g` is), which every pushforward of one request reads and writes and the
 top request zeroes on entry (the value a global holds when the kernel is called does not
-depend on its inputs)."""
+depend on its inputs). In forward over reverse the reverse's global adjoint `_d_g` is one
+more such global (`with_adjoint_globals`), with the tangent `_dt__d_g`."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .. import ir, names
 from ..emit import cpp
 from .activity import tangent_globals
+
+
+def with_adjoint_globals(module: ir.Module) -> ir.Module:
+    """The module as forward over reverse sees it: the adjoint `_d_g` that the reverse gives a
+    global `g` is a global too (of the generated code), with a tangent `_dt__d_g`."""
+    extra = {}
+    low = min([g.var.uid for g in module.globals.values()] + [0])
+    for k, v in enumerate(tangent_globals(module.globals)):
+        name = names.global_adjoint(v.name)
+        extra[name] = ir.Global(ir.Var(name, replace(v.type, const=False), low - 1 - k))
+    return replace(module, globals={**module.globals, **extra})
 
 
 def tangent_names(module: ir.Module) -> dict:

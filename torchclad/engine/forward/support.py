@@ -1,15 +1,15 @@
-"""What forward mode refuses, checked before anything is planned or emitted.
+"""What forward mode refuses, with a DiffError at the construct before anything is emitted.
 
-Reverse mode differentiates more C++ than forward mode does yet. Rather than emit code that is
-wrong or does not compile, a forward request (f_pushforward, f_darg<k>, and
-f_pullback_pushforward: jvp, double backward, Hessians) over a function that reaches one of
-these constructs is refused at the construct, with a DiffError saying reverse mode takes it:
+Forward mode (f_pushforward, f_darg<k>, and f_pullback_pushforward: jvp, double backward,
+Hessians) takes the C++ reverse mode takes -- structs and member functions, recursion,
+pointer- and reference-returning calls, globals written -- except:
 
-- structs and classes (a field, an object, a member function call);
-- (forward over reverse only) a non-const global variable the code writes (or binds a
-  reference or pointer to); f_pushforward gives it a global tangent (shared.py);
-- recursion;
-- a call of a function that returns a pointer or a reference.
+- mutual recursion (f calls g calls f), checked here over fn and every function it calls:
+  the generated functions would call each other before their declarations. A function that
+  calls itself is differentiated: its pushforward calls itself;
+- a call none of whose arguments depends on the inputs, of a function that touches a
+  non-const global (`refuse`, where plan.py meets the call): the callee would run as it is
+  and leave the global's tangent stale.
 """
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def refuse(loc, what: str):
     raise DiffError(loc, _NOT_YET.format(what))
 
 
-def check(module: ir.Module, fn: ir.Function, second: bool = False) -> None:
+def check(module: ir.Module, fn: ir.Function) -> None:
     """Refuse fn when it, or a function it calls (and forward mode differentiates), uses a
-    construct forward mode does not support; `second`: forward over reverse."""
-    _visit(module, fn, [], set(), second)
+    construct forward mode does not support."""
+    _visit(module, fn, [], set())
 
 
 def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
@@ -37,58 +37,24 @@ def _callee(module: ir.Module, call: ir.Call) -> "ir.Function | None":
     return module.functions[key]
 
 
-def _visit(module: ir.Module, fn: ir.Function, path: list, done: set, second: bool) -> None:
+def _visit(module: ir.Module, fn: ir.Function, path: list, done: set) -> None:
     if fn.name in done:
         return
     path.append(fn.name)
-    for p in fn.params:
-        if p.type.record:
-            refuse(fn.loc, f"a struct or class parameter ('{p.name}' of '{fn.name}')")
     for s in ir.walk_stmts(fn.body):
         loc = getattr(s, "loc", None) or fn.loc
-        _statement(module, s, loc, second)
         for e in ir.stmt_exprs(s):
             for x in ir.walk_expr(e):
-                _expression(x, loc)
                 if isinstance(x, ir.Call):
                     callee = _callee(module, x)
                     if callee is None:
                         continue
+                    if callee.name == fn.name:   # recursion: the pushforward calls itself
+                        continue
                     if callee.name in path:
-                        refuse(loc, f"recursion (the call to '{callee.name}')")
-                    if callee.ret.ptr > 0:
-                        kind = "reference" if callee.ret.ref else "pointer"
-                        refuse(loc, f"a call of a function that returns a {kind} "
-                                    f"('{callee.name}')")
-                    _visit(module, callee, path, done, second)
+                        cycle = " -> ".join(path[path.index(callee.name):] + [callee.name])
+                        raise DiffError(loc, f"mutual recursion ({cycle}) is not supported "
+                                             "in forward mode; a function that calls itself is")
+                    _visit(module, callee, path, done)
     path.pop()
     done.add(fn.name)
-
-
-def _statement(module: ir.Module, s, loc, second: bool) -> None:
-    if isinstance(s, ir.Decl):
-        if s.var.type.record:
-            what = f"'{s.var.name}'" if not s.var.name.startswith(names.NEW_BUFFER) else \
-                f"'new {s.var.type.base}'"
-            refuse(loc, f"a struct or class object ({what})")
-        if second and s.var.type.is_pointer and s.init is not None:
-            _global_written(module, s.init, loc, "a reference or pointer to ")
-    elif second and isinstance(s, ir.Assign):
-        _global_written(module, s.target, loc, "")
-
-
-def _global_written(module: ir.Module, e, loc, how: str) -> None:
-    r = ir.root_var(e)
-    if r is None or r.uid >= 0:
-        return
-    g = next((g.var for g in module.globals.values() if g.var.uid == r.uid), None)
-    if g is not None and not g.type.const and g.type.real:
-        refuse(loc, f"{how}a non-const global variable written by the code ('{g.name}') in "
-                    "forward over reverse")
-
-
-def _expression(x, loc) -> None:
-    if isinstance(x, ir.Member):
-        refuse(loc, f"a struct or class field ('.{x.name}')")
-    if isinstance(x, ir.Call) and x.method:
-        refuse(loc, f"a member function call ('{x.method}')")

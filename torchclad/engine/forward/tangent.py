@@ -7,6 +7,8 @@ x = 0, the log of a negative base).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import ir, names
 from ..errors import DiffError
 from ..rules import math as rules
@@ -44,6 +46,17 @@ def real(t: ir.Type) -> ir.Type:
     return ir.Type(t.base, 0, False, (), True)
 
 
+def memory(t: ir.Type) -> ir.Type:
+    """The type of the tangent of memory of type t (a pointer, array or struct): t's, floating
+    (the tangent of a reference is a pointer, like its adjoint)."""
+    return replace(t, real=True, ref=False)
+
+
+def tangent_type(t: ir.Type) -> ir.Type:
+    """The type of the tangent of an object of type t: a struct's is a struct of t."""
+    return memory(t) if t.is_memory else real(t)
+
+
 class TangentRules:
     def __init__(self, tangents: Tangents, tnames: dict, fn: ir.Function):
         self.t = tangents
@@ -53,17 +66,30 @@ class TangentRules:
 
     # ------------------------------------------------------------------ addressing
     def tvar(self, v: ir.Var) -> ir.Var:
-        """The tangent variable of v: a scalar, or the tangent pointer/array of a memory root
-        or pointer variable (same type as v's, floating)."""
+        """The tangent variable of v: a scalar, or the tangent pointer/array/struct object of
+        a memory root or pointer variable (same type as v's, floating)."""
         if v.type.is_memory:
-            return ir.Var(self.tnames[v.uid], ir.Type(v.type.base, v.type.ptr, v.type.const,
-                                                      v.type.dims, True, v.type.vector), 0)
+            return ir.Var(self.tnames[v.uid], memory(v.type), 0)
         return ir.Var(self.tnames[v.uid], real(v.type), 0)
+
+    def tlvalue(self, e) -> ir.Expr:
+        """The tangent of the object the lvalue e names: the same element or field of the
+        tangent of its memory (a struct's tangent is a struct of the same type)."""
+        if isinstance(e, ir.Var):
+            return self.tvar(e)
+        if isinstance(e, ir.Index):
+            return ir.Index(self.dptr(e.base), e.index, tangent_type(e.type))
+        if isinstance(e, ir.Unary) and e.op == "*":
+            return ir.Unary("*", self.dptr(e.operand), tangent_type(e.type))
+        if isinstance(e, ir.Member):
+            return ir.Member(self.tlvalue(e.base), e.name, tangent_type(e.type))
+        raise DiffError(self.loc, f"cannot form the tangent of ({type(e).__name__}); "
+                                  "assign a variable, an array element or a field")
 
     def dptr(self, e) -> ir.Expr:
         """The tangent pointer matching the primal pointer expression e (its memory has a
         tangent): same offsets, into the tangent of the same root."""
-        t = ir.Type(e.type.base, e.type.ptr, e.type.const, e.type.dims, True, e.type.vector)
+        t = memory(e.type)
         if isinstance(e, ir.Var):
             return self.tvar(e)
         if isinstance(e, ir.Index) and e.type.is_memory:
@@ -80,6 +106,8 @@ class TangentRules:
                 return ir.Unary("&", self.tvar(x), t)
             if isinstance(x, ir.Unary) and x.op == "*":
                 return self.dptr(x.operand)
+            if isinstance(x, ir.Member):
+                return ir.Unary("&", self.tlvalue(x), t)
         if isinstance(e, ir.Cast):
             return ir.Cast(self.dptr(e.operand), t, e.style)
         if ir.is_null(e):
@@ -109,6 +137,10 @@ class TangentRules:
     def visit_Index(self, e, result):
         # y = p[i];  dy = dp[i]
         return ir.Index(self.dptr(e.base), e.index, real(e.type))
+
+    def visit_Member(self, e, result):
+        # y = s.x;  dy = _d_s.x  (the same field of the tangent struct)
+        return self.tlvalue(e)
 
     def visit_Unary(self, e, result):
         if e.op == "*":

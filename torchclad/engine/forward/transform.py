@@ -86,14 +86,10 @@ class Forward:
             return False
         if isinstance(target, ir.Var):
             return self.t.var(target)
-        return self.t.memory(target.base if isinstance(target, ir.Index) else target.operand)
+        return self.t.memory(target)
 
     def dtarget(self, target) -> ir.Expr:
-        if isinstance(target, ir.Var):
-            return self.rules.tvar(target)
-        if isinstance(target, ir.Index):
-            return ir.Index(self.rules.dptr(target.base), target.index, real(target.type))
-        return ir.Unary("*", self.rules.dptr(target.operand), real(target.type))
+        return self.rules.tlvalue(target)
 
     def tangent(self, e, result=None):
         return self.rules.tangent(e, result)
@@ -161,12 +157,31 @@ class Forward:
     def stmt_Return(self, s):
         if s.value is None or self.fn.ret.base == "void":
             return [s]
+        if self.fn.ret.ptr:
+            return [self.return_pointer(s)]
         d = self.tangent(s.value) if self.fn.ret.real else None    # an integer: no tangent
         d = d if d is not None else self.zero(self.fn.ret)
         if self.mode == "darg":
             return [ir.Return(d, s.loc)]
         vp = value_and_pushforward(self.fn.ret)
         return [ir.Return(ir.Call(vp.base, (s.value, d), vp), s.loc)]
+
+    def return_pointer(self, s) -> ir.Return:
+        """`return p` of a function returning a pointer or a reference (whose value the IR
+        holds as the address): {p, the tangent pointer at the same offset} (Clad's
+        ValueAndPushforward<T*, T*>); the tangent is null where p's memory has none."""
+        t = self.fn.ret.value()
+        v = s.value
+        if isinstance(v, ir.Unary) and v.op == "&" and v.type.ref:      # binds the reference
+            v = ir.Unary("&", v.operand, t)
+        elif not v.type.ptr:
+            v = ir.Unary("&", v, t)
+        root = ir.root_var(v)
+        null = ir.Cast(ir.Const("nullptr", real(t).pointer_to()), real(t).pointer_to(), "c")
+        d = self.rules.dptr(v) if not ir.is_null(v) and root is not None and \
+            self.t.memory(v) else null
+        vp = value_and_pushforward(t)
+        return ir.Return(ir.Call(vp.base, (v, d), vp), s.loc)
 
     def stmt_Decl(self, s):
         v = s.var
@@ -180,6 +195,8 @@ class Forward:
                 return [s, ir.Decl(self.rules.tvar(v), self.from_offset(v), (), s.loc)]
             init = self.rules.dptr(s.init) if s.init is not None else None
             return [ir.Decl(self.rules.tvar(v), init, (), s.loc), s]
+        if v.type.is_object or (v.type.is_array and v.type.record):
+            return self.struct_decl(s)
         if v.type.is_array:
             if not v.type.real or not self.t.var(v):
                 return [s]
@@ -204,6 +221,17 @@ class Forward:
             return [s, ir.Decl(tv, d if d is not None else ZERO, (), s.loc)]
         d = self.tangent(s.init)
         return [ir.Decl(tv, d if d is not None else ZERO, (), s.loc), s]
+
+    def struct_decl(self, s) -> list:
+        """`S v{...};` (or an array of S): its tangent struct `S _d_v{};` with every floating
+        field zeroed (`{}` would give a field its default member initializer)."""
+        v = s.var
+        if not v.type.real or not self.t.var(v):
+            return [s]
+        tv = self.rules.tvar(v)
+        k = self.fresh(names.RESET_INDEX, ir.LONG) if v.type.dims else None
+        return [ir.Decl(tv, None, (ir.Const("{}", tv.type),), s.loc),
+                *ir.zeroed_fields(tv, k, s.loc), s]
 
     def from_offset(self, p: ir.Var) -> ir.Expr:
         """The tangent of pointer p from its offset into its root: `_d_r + (p - r)`."""
@@ -338,12 +366,17 @@ class Forward:
         value = _field(tmp, names.VALUE_FIELD, vt)
         # (an integer result has no tangent: its pushforward field is zero)
         dvalue = _field(tmp, names.PUSHFORWARD_FIELD, real(vt)) if vt.real else ZERO
+        if vt.ptr:          # a pointer (or reference) result: its tangent pointer
+            dvalue = _field(tmp, names.PUSHFORWARD_FIELD,
+                            ir.Type(vt.base, vt.ptr, vt.const, (), True))
+            active = target is not None and isinstance(target, ir.Var) and self.t.var(target)
         if isinstance(s, ir.Decl):
             if active:
                 out.append(ir.Decl(self.rules.tvar(target), dvalue, (), loc))
             out.append(ir.Decl(target, value, (), loc))
         elif isinstance(s, ir.Assign):
             if active:
-                out.append(ir.Assign("=", self.dtarget(target), dvalue, loc))
+                out.append(ir.Assign("=", self.rules.tvar(target) if vt.ptr else
+                                     self.dtarget(target), dvalue, loc))
             out.append(ir.Assign(s.op, target, value, loc))
         return out

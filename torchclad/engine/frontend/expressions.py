@@ -291,6 +291,9 @@ class Expressions(Scopes):
             self.err(c, f"call '{c.spelling}' with no callee expression is not supported")
         callee = kids[0]
         ref = c.referenced
+        if ref is not None and ref.kind == K.CONSTRUCTOR and len(kids) == 1 and \
+                (ref.is_copy_constructor() or ref.is_move_constructor()):
+            return self.expr(kids[0])        # a struct copied (an argument passed by value)
         if ref is not None and ref.kind == K.CXX_METHOD and not ref.is_static_method() and \
                 ref.spelling != "operator=":
             return self.method_call(c, ref, callee, kids[1:])

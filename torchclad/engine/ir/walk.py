@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 from typing import Iterator
 
-from .nodes import (BOOL, LONG, Assign, Expr, Binary, Block, Call, Case, Cast, Cond, Const, Decl,
+from .nodes import (BOOL, INT, LONG, NOLOC, Assign, Expr, Binary, Block, Call, Case, Cast, Cond, Const, Decl,
                     ExprStmt, If, Index, Loop, Member, Raw, Return, Switch, TapeArray, TapePush,
                     Type, Unary, Var, VectorDecl)
 
@@ -150,6 +150,21 @@ def real_fields(obj) -> list:
         elif t.real:
             out.append(m)
     return out
+
+
+def zeroed_fields(a: Var, k: Var, loc=NOLOC) -> list:
+    """The statements that zero every floating field of struct object a, or of every element
+    of an array a of structs with the counter k (`T a[n] = {};` alone would give each field
+    its default member initializer)."""
+    zero = Const("0", INT)
+    if not a.type.dims:
+        return [Assign("=", m, zero, loc) for m in real_fields(a)]
+    t = a.type
+    flat = a if len(t.dims) == 1 else Cast(a, replace(t, dims=(), ptr=1), "c")
+    elem = Index(flat, k, replace(t, dims=()))
+    body = Block(tuple(Assign("=", m, zero, loc) for m in real_fields(elem)))
+    return [Loop((Decl(k, Const("0", LONG)),), Binary("<", k, element_count(t), BOOL),
+                 (Assign("+=", k, Const("1", INT)),), body, loc)]
 
 
 def rebuild(e, kids):

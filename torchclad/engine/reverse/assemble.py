@@ -72,10 +72,13 @@ class Assembler:
             t = ir.Type(v.type.base, 0, False, v.type.dims, True, record=v.type.record,
                         fields=v.type.fields)
             name = self.rv.adj_names[v.uid]
-            if t.is_object:     # T _d_t{}; and every floating field zeroed (whatever T() does)
+            if t.record:     # T _d_t{}; and every floating field zeroed (whatever T() does)
                 a = ir.Var(name, t, 0)
-                out.append(ir.Decl(a))
-                out.extend(ir.Assign("=", m, ZERO) for m in ir.real_fields(a))
+                if not t.dims:
+                    out += [ir.Decl(a), *ir.zeroed_fields(a, None)]
+                    continue
+                k = self.names.fresh(names.RESET_INDEX, ir.LONG)
+                out += [ir.Decl(a, None, (ir.Const("{}", t),)), *ir.zeroed_fields(a, k)]
             elif v.type.dims:
                 out.append(ir.Decl(ir.Var(name, t, 0), None, (ir.Const("{}", t),)))
             else:
