@@ -21,6 +21,71 @@
 //     t d inp    += t d out @ weight + d out @ t weight
 //     t d weight += t d out^T @ inp + d out^T @ t inp
 //     t d bias   += sum over rows of t d out;  t d out = 0
+//
+// The strided GEMM matmul_strided (csrc/kernels/matmul.cpp; matmul_forward's product and the
+// two products of attention_forward), out = [out +] alpha * a @ op(b), the same family:
+//   matmul_strided_pullback       d a += alpha d out @ op(b)^T, d b += alpha (op's transpose of
+//                                 a^T @ d out), d alpha += <d out, a @ op(b)>; d out = 0
+//                                 unless acc (then out's old value passes d out through)
+//   matmul_strided_pushforward    t out = [t out +] alpha (t a op(b) + a op(t b)) + t alpha a op(b)
+//   matmul_strided_pullback_pushforward  the tangent of the pullback, by the product rule
+// all three through matmul_strided_adjoints below; matmul_forward's own three use it too.
+
+#include <vector>
+
+// The adjoint products of one GEMM of matmul_strided, added in (a null target is skipped):
+//   d a (M, K) += alpha * d out (M, N) @ op(b)^T
+//   d b        += alpha * d out^T @ a (N, K) when tb, else alpha * a^T @ d out (K, N)
+//   returns <d out, a @ op(b)> when want_alpha (one more product), else 0
+// In the column-major terms of matmul_gemm (a row-major (R, C) array is the column-major (C, R)
+// matrix): d a^T (K, M) += op(b) (K, N) . d out^T (N, M), and so on.
+template <typename T>
+T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                              int ldo, int tb, T alpha, const T* dout, T* da, T* db,
+                              bool want_alpha, bool fixed) {
+    if (K <= 0) return T(0);
+    if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, T(1), da, lda, fixed);
+    if (db != nullptr && tb != 0) matmul_gemm(false, true, K, N, M, alpha, a, lda, dout, ldo, T(1), db, ldb, fixed);
+    if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, T(1), db, ldb, fixed);
+    if (!want_alpha) return T(0);
+    std::vector<T> prod(static_cast<size_t>(M) * N);
+    matmul_gemm(tb != 0, false, N, M, K, T(1), b, ldb, a, lda, T(0), prod.data(), N, fixed);
+    T sum = T(0);
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) sum += dout[static_cast<long>(i) * ldo + j] * prod[static_cast<long>(i) * N + j];
+    }
+    return sum;
+}
+
+// a batch of one entry (matmul_forward's product)
+inline constexpr matmul_batch matmul_single{1, 1, 0, 0, 0, 0, 0, 0};
+
+// matmul_strided_adjoints_one over the batch (the entries in parallel, as in matmul_strided;
+// d alpha gets the entries' sums in entry order: the same bits at any thread count); then, when
+// zero, d out = 0.
+template <typename T>
+void matmul_strided_adjoints(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                             int ldo, int tb, T alpha, const matmul_batch& g, T* dout, T* da,
+                             T* db, T* dalpha, bool zero) {
+    if (M <= 0 || N <= 0 || g.count() <= 0 || dout == nullptr) return;
+    const int n = g.count();
+    std::vector<T> sums(dalpha != nullptr ? n : 0);
+    #pragma omp parallel for if (n > 1)
+    for (int e = 0; e < n; e++) {
+        T* go = dout + g.o(e);
+        T s = matmul_strided_adjoints_one(a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
+                                          go, da != nullptr ? da + g.a(e) : da,
+                                          db != nullptr ? db + g.b(e) : db, dalpha != nullptr, n > 1);
+        if (dalpha != nullptr) sums[e] = s;
+        if (zero) {
+            for (int i = 0; i < M; i++) {
+                for (int j = 0; j < N; j++) go[static_cast<long>(i) * ldo + j] = T(0);
+            }
+        }
+    }
+    for (int e = 0; dalpha != nullptr && e < n; e++) *dalpha += sums[e];
+}
+
 namespace clad {
 namespace custom_derivatives {
 
@@ -28,17 +93,8 @@ template <typename T>
 void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bias, int BT, int C,
                              int OC, T* _d_out, T* _d_inp, T* _d_weight, T* _d_bias) {
     if (BT <= 0 || OC <= 0) return;
-    if (C > 0) {
-        if (_d_inp != nullptr) {
-            // d inp^T (C, BT) += weight^T (C, OC) . d out^T (OC, BT); both are column-major
-            // as stored.
-            matmul_gemm(false, false, C, BT, OC, T(1), weight, C, _d_out, OC, T(1), _d_inp, C);
-        }
-        if (_d_weight != nullptr) {
-            // d weight^T (C, OC) += inp^T (C, BT) . d out (BT, OC); d out^T is what is stored.
-            matmul_gemm(false, true, C, OC, BT, T(1), inp, C, _d_out, OC, T(1), _d_weight, C);
-        }
-    }
+    // the product out += inp (BT, C) @ weight^T, weight (OC, C)
+    matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, _d_out, _d_inp, _d_weight, (T*)nullptr, false);
     const bool many = static_cast<long>(BT) * OC >= 32768;  // worth a team of threads
     if (_d_bias != nullptr && bias != nullptr) {
         // each thread owns blocks of 64 columns and adds the rows in order: every element is
@@ -69,10 +125,9 @@ void matmul_forward_pushforward(T* out, const T* inp, const T* weight, const T* 
         T* o = _d_out + i * OC;
         for (int j = 0; j < OC; j++) o[j] = (_d_bias != nullptr && bias != nullptr) ? _d_bias[j] : T(0);
     }
-    if (C <= 0) return;
-    // as in matmul_forward: out^T (OC, BT) += weight (OC, C) . inp^T (C, BT), column-major
-    if (_d_inp != nullptr) matmul_gemm(true, false, OC, BT, C, T(1), weight, C, _d_inp, C, T(1), _d_out, OC);
-    if (_d_weight != nullptr) matmul_gemm(true, false, OC, BT, C, T(1), _d_weight, C, inp, C, T(1), _d_out, OC);
+    // as in matmul_forward: t out += t inp @ weight^T + inp @ t weight^T
+    if (_d_inp != nullptr) matmul_strided(_d_out, _d_inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 1, 1, 0, 0, 0, 0, 0, 0);
+    if (_d_weight != nullptr) matmul_strided(_d_out, inp, _d_weight, BT, OC, C, C, C, OC, 1, T(1), 1, 1, 1, 0, 0, 0, 0, 0, 0);
 }
 
 template <typename T>
@@ -85,13 +140,12 @@ void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, 
     (void)t_bias;  // nor read bias's value
     if (BT > 0 && OC > 0) {
         // the tangents first: they read d out, which the pullback zeroes
-        if (C > 0 && t_d_inp != nullptr) {
-            if (t_d_out != nullptr) matmul_gemm(false, false, C, BT, OC, T(1), weight, C, t_d_out, OC, T(1), t_d_inp, C);
-            if (t_weight != nullptr) matmul_gemm(false, false, C, BT, OC, T(1), t_weight, C, _d_out, OC, T(1), t_d_inp, C);
+        matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, t_d_out, t_d_inp, t_d_weight, (T*)nullptr, false);
+        if (t_weight != nullptr) {
+            matmul_strided_adjoints(inp, t_weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, _d_out, t_d_inp, (T*)nullptr, (T*)nullptr, false);
         }
-        if (C > 0 && t_d_weight != nullptr) {
-            if (t_d_out != nullptr) matmul_gemm(false, true, C, OC, BT, T(1), inp, C, t_d_out, OC, T(1), t_d_weight, C);
-            if (t_inp != nullptr) matmul_gemm(false, true, C, OC, BT, T(1), t_inp, C, _d_out, OC, T(1), t_d_weight, C);
+        if (t_inp != nullptr) {
+            matmul_strided_adjoints(t_inp, weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, _d_out, (T*)nullptr, t_d_weight, (T*)nullptr, false);
         }
         if (t_d_out != nullptr) {
             for (int i = 0; i < BT; i++) {
@@ -105,6 +159,72 @@ void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, 
     }
     matmul_forward_pullback(out, inp, weight, bias, BT, C, OC, _d_out, _d_inp, _d_weight, _d_bias);
 }
+
+#define MATMUL_STRIDED_PARAMS(T)                                                             \
+    T *out, const T *a, const T *b, int M, int N, int K, int lda, int ldb, int ldo, int tb,      \
+        T alpha, int acc, int nb, int nh, int sa_b, int sa_h, int sb_b, int sb_h, int so_b,      \
+        int so_h
+#define MATMUL_STRIDED_SHAPE M, N, K, lda, ldb, ldo, tb
+#define MATMUL_STRIDED_BATCH nb, nh, sa_b, sa_h, sb_b, sb_h, so_b, so_h
+
+template <typename T>
+void matmul_strided_pullback(MATMUL_STRIDED_PARAMS(T), T* _d_out, T* _d_a, T* _d_b,
+                             T* _d_alpha) {
+    (void)out;  // the products need a and b only
+    const matmul_batch g{MATMUL_STRIDED_BATCH};
+    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, g, _d_out, _d_a, _d_b, _d_alpha,
+                            acc == 0);
+}
+
+template <typename T>
+void matmul_strided_pushforward(MATMUL_STRIDED_PARAMS(T), T* _d_out, const T* _d_a,
+                                const T* _d_b, T _d_alpha) {
+    matmul_strided(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, MATMUL_STRIDED_BATCH);
+    if (_d_out == nullptr) return;
+    int more = acc;  // whether the next product adds to t out (else it overwrites it)
+    if (_d_a != nullptr) {
+        matmul_strided(_d_out, _d_a, b, MATMUL_STRIDED_SHAPE, alpha, more, MATMUL_STRIDED_BATCH);
+        more = 1;
+    }
+    if (_d_b != nullptr) {
+        matmul_strided(_d_out, a, _d_b, MATMUL_STRIDED_SHAPE, alpha, more, MATMUL_STRIDED_BATCH);
+        more = 1;
+    }
+    // t alpha a @ op(b); with nothing else, 0 * a @ op(b) (zeroes t out, BLAS with alpha 0)
+    if (_d_alpha != T(0) || more == 0) {
+        matmul_strided(_d_out, a, b, MATMUL_STRIDED_SHAPE, _d_alpha, more, MATMUL_STRIDED_BATCH);
+    }
+}
+
+template <typename T>
+void matmul_strided_pullback_pushforward(MATMUL_STRIDED_PARAMS(T), T* _d_out, T* _d_a, T* _d_b,
+                                         T* _d_alpha, T* t_out, const T* t_a, const T* t_b,
+                                         T t_alpha, T* t_d_out, T* t_d_a, T* t_d_b,
+                                         T* t_d_alpha) {
+    (void)t_out;  // the pullback does not read out
+    const matmul_batch g{MATMUL_STRIDED_BATCH};
+    // the tangents first: they read d out, which the pullback zeroes
+    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, g, t_d_out, t_d_a, t_d_b,
+                            t_d_alpha, acc == 0);
+    if (t_a != nullptr) {
+        matmul_strided_adjoints(t_a, b, MATMUL_STRIDED_SHAPE, alpha, g, _d_out, (T*)nullptr, t_d_b,
+                                t_d_alpha, false);
+    }
+    if (t_b != nullptr) {
+        matmul_strided_adjoints(a, t_b, MATMUL_STRIDED_SHAPE, alpha, g, _d_out, t_d_a, (T*)nullptr,
+                                t_d_alpha, false);
+    }
+    if (t_alpha != T(0)) {
+        matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, t_alpha, g, _d_out, t_d_a, t_d_b,
+                                (T*)nullptr, false);
+    }
+    matmul_strided_pullback(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, MATMUL_STRIDED_BATCH,
+                            _d_out, _d_a, _d_b, _d_alpha);
+}
+
+#undef MATMUL_STRIDED_PARAMS
+#undef MATMUL_STRIDED_SHAPE
+#undef MATMUL_STRIDED_BATCH
 
 }  // namespace custom_derivatives
 }  // namespace clad
