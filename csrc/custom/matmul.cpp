@@ -40,16 +40,66 @@
 // In the column-major terms of matmul_gemm (a row-major (R, C) array is the column-major (C, R)
 // matrix): d a^T (K, M) += op(b) (K, N) . d out^T (N, M), and so on.
 template <typename T>
-T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
-                              int ldo, int tb, T alpha, const T* dout, T* da, T* db,
-                              bool want_alpha, bool fixed) {
-    if (K <= 0) return T(0);
+void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                                  int ldo, int tb, T alpha, const T* dout, T* da, T* db,
+                                  bool fixed) {
+    if (M <= 0 || N <= 0 || K <= 0) return;
     if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, T(1), da, lda, fixed);
     if (db != nullptr && tb != 0) matmul_gemm(false, true, K, N, M, alpha, a, lda, dout, ldo, T(1), db, ldb, fixed);
     if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, T(1), db, ldb, fixed);
+}
+
+// The same with a lower triangular a (tri, M == K; see matmul_strided_one): d a gets its lower
+// part only, d b the products with the lower part of a only; by blocks of rows as in the
+// forward, the strictly lower part through GEMMs, the diagonal blocks in plain loops.
+template <typename T>
+void matmul_strided_adjoints_tri(const T* a, const T* b, int M, int N, int lda, int ldb, int ldo,
+                                 int tb, T alpha, const T* dout, T* da, T* db, bool fixed) {
+    for (int r0 = 0; r0 < M; r0 += MATMUL_TRI_BLOCK) {
+        const int r1 = r0 + MATMUL_TRI_BLOCK < M ? r0 + MATMUL_TRI_BLOCK : M;
+        // d a rows [r0, r1), columns [0, r0); d op(b) rows [r0, r1) from the rows [r1, M) of a
+        matmul_strided_adjoints_gemm(a, b, r1 - r0, N, r0, lda, ldb, ldo, tb, alpha,
+                                     dout + static_cast<long>(r0) * ldo,
+                                     da != nullptr ? da + static_cast<long>(r0) * lda : da,
+                                     (T*)nullptr, fixed);
+        const long boff = tb != 0 ? r0 : static_cast<long>(r0) * ldb;
+        matmul_strided_adjoints_gemm(a + static_cast<long>(r1) * lda + r0, b + boff, M - r1, N,
+                                     r1 - r0, lda, ldb, ldo, tb, alpha,
+                                     dout + static_cast<long>(r1) * ldo, (T*)nullptr,
+                                     db != nullptr ? db + boff : db, fixed);
+        for (int i = r0; i < r1; i++) {
+            const T* gi = dout + static_cast<long>(i) * ldo;
+            for (int k = r0; k <= i; k++) {
+                const long bk = tb != 0 ? k : static_cast<long>(k) * ldb;  // op(b)[k, j] at bk + j * bj
+                const long bj = tb != 0 ? ldb : 1;
+                if (da != nullptr) {
+                    T sum = T(0);
+                    for (int j = 0; j < N; j++) sum += gi[j] * b[bk + j * bj];
+                    da[static_cast<long>(i) * lda + k] += alpha * sum;
+                }
+                if (db != nullptr) {
+                    const T s = alpha * a[static_cast<long>(i) * lda + k];
+                    for (int j = 0; j < N; j++) db[bk + j * bj] += s * gi[j];
+                }
+            }
+        }
+    }
+}
+
+// All of one entry's adjoints; returns <d out, a @ op(b)> when want_alpha, else 0.
+template <typename T>
+T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                              int ldo, int tb, T alpha, int tri, const T* dout, T* da, T* db,
+                              bool want_alpha, bool fixed) {
+    if (K <= 0) return T(0);
+    if (tri != 0) {
+        matmul_strided_adjoints_tri(a, b, M, N, lda, ldb, ldo, tb, alpha, dout, da, db, fixed);
+    } else {
+        matmul_strided_adjoints_gemm(a, b, M, N, K, lda, ldb, ldo, tb, alpha, dout, da, db, fixed);
+    }
     if (!want_alpha) return T(0);
     std::vector<T> prod(static_cast<size_t>(M) * N);
-    matmul_gemm(tb != 0, false, N, M, K, T(1), b, ldb, a, lda, T(0), prod.data(), N, fixed);
+    matmul_strided_one(prod.data(), a, b, M, N, K, lda, ldb, N, tb, T(1), 0, fixed, tri);
     T sum = T(0);
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < N; j++) sum += dout[static_cast<long>(i) * ldo + j] * prod[static_cast<long>(i) * N + j];
@@ -65,8 +115,8 @@ inline constexpr matmul_batch matmul_single{1, 1, 0, 0, 0, 0, 0, 0};
 // zero, d out = 0.
 template <typename T>
 void matmul_strided_adjoints(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
-                             int ldo, int tb, T alpha, const matmul_batch& g, T* dout, T* da,
-                             T* db, T* dalpha, bool zero) {
+                             int ldo, int tb, T alpha, int tri, const matmul_batch& g, T* dout,
+                             T* da, T* db, T* dalpha, bool zero) {
     if (M <= 0 || N <= 0 || g.count() <= 0 || dout == nullptr) return;
     const int n = g.count();
     std::vector<T> sums(dalpha != nullptr ? n : 0);
@@ -74,7 +124,7 @@ void matmul_strided_adjoints(const T* a, const T* b, int M, int N, int K, int ld
     for (int e = 0; e < n; e++) {
         T* go = dout + g.o(e);
         T s = matmul_strided_adjoints_one(a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
-                                          go, da != nullptr ? da + g.a(e) : da,
+                                          tri, go, da != nullptr ? da + g.a(e) : da,
                                           db != nullptr ? db + g.b(e) : db, dalpha != nullptr, n > 1);
         if (dalpha != nullptr) sums[e] = s;
         if (zero) {
@@ -94,7 +144,7 @@ void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bia
                              int OC, T* _d_out, T* _d_inp, T* _d_weight, T* _d_bias) {
     if (BT <= 0 || OC <= 0) return;
     // the product out += inp (BT, C) @ weight^T, weight (OC, C)
-    matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, _d_out, _d_inp, _d_weight, (T*)nullptr, false);
+    matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, _d_inp, _d_weight, (T*)nullptr, false);
     const bool many = static_cast<long>(BT) * OC >= 32768;  // worth a team of threads
     if (_d_bias != nullptr && bias != nullptr) {
         // each thread owns blocks of 64 columns and adds the rows in order: every element is
@@ -126,8 +176,8 @@ void matmul_forward_pushforward(T* out, const T* inp, const T* weight, const T* 
         for (int j = 0; j < OC; j++) o[j] = (_d_bias != nullptr && bias != nullptr) ? _d_bias[j] : T(0);
     }
     // as in matmul_forward: t out += t inp @ weight^T + inp @ t weight^T
-    if (_d_inp != nullptr) matmul_strided(_d_out, _d_inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 1, 1, 0, 0, 0, 0, 0, 0);
-    if (_d_weight != nullptr) matmul_strided(_d_out, inp, _d_weight, BT, OC, C, C, C, OC, 1, T(1), 1, 1, 1, 0, 0, 0, 0, 0, 0);
+    if (_d_inp != nullptr) matmul_strided(_d_out, _d_inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 0, 1, 1, 0, 0, 0, 0, 0, 0);
+    if (_d_weight != nullptr) matmul_strided(_d_out, inp, _d_weight, BT, OC, C, C, C, OC, 1, T(1), 1, 0, 1, 1, 0, 0, 0, 0, 0, 0);
 }
 
 template <typename T>
@@ -140,12 +190,12 @@ void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, 
     (void)t_bias;  // nor read bias's value
     if (BT > 0 && OC > 0) {
         // the tangents first: they read d out, which the pullback zeroes
-        matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, t_d_out, t_d_inp, t_d_weight, (T*)nullptr, false);
+        matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, t_d_out, t_d_inp, t_d_weight, (T*)nullptr, false);
         if (t_weight != nullptr) {
-            matmul_strided_adjoints(inp, t_weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, _d_out, t_d_inp, (T*)nullptr, (T*)nullptr, false);
+            matmul_strided_adjoints(inp, t_weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, t_d_inp, (T*)nullptr, (T*)nullptr, false);
         }
         if (t_inp != nullptr) {
-            matmul_strided_adjoints(t_inp, weight, BT, OC, C, C, C, OC, 1, T(1), matmul_single, _d_out, (T*)nullptr, t_d_weight, (T*)nullptr, false);
+            matmul_strided_adjoints(t_inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, (T*)nullptr, t_d_weight, (T*)nullptr, false);
         }
         if (t_d_out != nullptr) {
             for (int i = 0; i < BT; i++) {
@@ -162,8 +212,8 @@ void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, 
 
 #define MATMUL_STRIDED_PARAMS(T)                                                             \
     T *out, const T *a, const T *b, int M, int N, int K, int lda, int ldb, int ldo, int tb,      \
-        T alpha, int acc, int nb, int nh, int sa_b, int sa_h, int sb_b, int sb_h, int so_b,      \
-        int so_h
+        T alpha, int acc, int tri, int nb, int nh, int sa_b, int sa_h, int sb_b, int sb_h,       \
+        int so_b, int so_h
 #define MATMUL_STRIDED_SHAPE M, N, K, lda, ldb, ldo, tb
 #define MATMUL_STRIDED_BATCH nb, nh, sa_b, sa_h, sb_b, sb_h, so_b, so_h
 
@@ -172,27 +222,27 @@ void matmul_strided_pullback(MATMUL_STRIDED_PARAMS(T), T* _d_out, T* _d_a, T* _d
                              T* _d_alpha) {
     (void)out;  // the products need a and b only
     const matmul_batch g{MATMUL_STRIDED_BATCH};
-    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, g, _d_out, _d_a, _d_b, _d_alpha,
+    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, tri, g, _d_out, _d_a, _d_b, _d_alpha,
                             acc == 0);
 }
 
 template <typename T>
 void matmul_strided_pushforward(MATMUL_STRIDED_PARAMS(T), T* _d_out, const T* _d_a,
                                 const T* _d_b, T _d_alpha) {
-    matmul_strided(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, MATMUL_STRIDED_BATCH);
+    matmul_strided(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, tri, MATMUL_STRIDED_BATCH);
     if (_d_out == nullptr) return;
     int more = acc;  // whether the next product adds to t out (else it overwrites it)
     if (_d_a != nullptr) {
-        matmul_strided(_d_out, _d_a, b, MATMUL_STRIDED_SHAPE, alpha, more, MATMUL_STRIDED_BATCH);
+        matmul_strided(_d_out, _d_a, b, MATMUL_STRIDED_SHAPE, alpha, more, tri, MATMUL_STRIDED_BATCH);
         more = 1;
     }
     if (_d_b != nullptr) {
-        matmul_strided(_d_out, a, _d_b, MATMUL_STRIDED_SHAPE, alpha, more, MATMUL_STRIDED_BATCH);
+        matmul_strided(_d_out, a, _d_b, MATMUL_STRIDED_SHAPE, alpha, more, tri, MATMUL_STRIDED_BATCH);
         more = 1;
     }
     // t alpha a @ op(b); with nothing else, 0 * a @ op(b) (zeroes t out, BLAS with alpha 0)
     if (_d_alpha != T(0) || more == 0) {
-        matmul_strided(_d_out, a, b, MATMUL_STRIDED_SHAPE, _d_alpha, more, MATMUL_STRIDED_BATCH);
+        matmul_strided(_d_out, a, b, MATMUL_STRIDED_SHAPE, _d_alpha, more, tri, MATMUL_STRIDED_BATCH);
     }
 }
 
@@ -204,21 +254,21 @@ void matmul_strided_pullback_pushforward(MATMUL_STRIDED_PARAMS(T), T* _d_out, T*
     (void)t_out;  // the pullback does not read out
     const matmul_batch g{MATMUL_STRIDED_BATCH};
     // the tangents first: they read d out, which the pullback zeroes
-    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, g, t_d_out, t_d_a, t_d_b,
+    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, tri, g, t_d_out, t_d_a, t_d_b,
                             t_d_alpha, acc == 0);
     if (t_a != nullptr) {
-        matmul_strided_adjoints(t_a, b, MATMUL_STRIDED_SHAPE, alpha, g, _d_out, (T*)nullptr, t_d_b,
+        matmul_strided_adjoints(t_a, b, MATMUL_STRIDED_SHAPE, alpha, tri, g, _d_out, (T*)nullptr, t_d_b,
                                 t_d_alpha, false);
     }
     if (t_b != nullptr) {
-        matmul_strided_adjoints(a, t_b, MATMUL_STRIDED_SHAPE, alpha, g, _d_out, t_d_a, (T*)nullptr,
+        matmul_strided_adjoints(a, t_b, MATMUL_STRIDED_SHAPE, alpha, tri, g, _d_out, t_d_a, (T*)nullptr,
                                 t_d_alpha, false);
     }
     if (t_alpha != T(0)) {
-        matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, t_alpha, g, _d_out, t_d_a, t_d_b,
+        matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, t_alpha, tri, g, _d_out, t_d_a, t_d_b,
                                 (T*)nullptr, false);
     }
-    matmul_strided_pullback(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, MATMUL_STRIDED_BATCH,
+    matmul_strided_pullback(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, tri, MATMUL_STRIDED_BATCH,
                             _d_out, _d_a, _d_b, _d_alpha);
 }
 

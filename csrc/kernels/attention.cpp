@@ -62,7 +62,7 @@ void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE prea
     int C3 = 3 * C;
     T scale = T(1) / std::sqrt(T(hs));
     // scores (Tn, Tn) = q (Tn, hs) @ k^T * scale for each (b, h), all of them (the mask follows)
-    matmul_strided(preatt, inp, inp + C, Tn, Tn, hs, C3, C3, Tn, 1, scale, 0,
+    matmul_strided(preatt, inp, inp + C, Tn, Tn, hs, C3, C3, Tn, 1, scale, 0, 0,
                    B, NH, Tn * C3, hs, Tn * C3, hs, NH * Tn * Tn, Tn * Tn);
     // causal mask and softmax, one query row per iteration
     #pragma omp parallel for collapse(3)
@@ -93,6 +93,6 @@ void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE prea
         }
     }
     // out (Tn, hs) = att (Tn, Tn) @ v (Tn, hs) for each (b, h); att is 0 above the diagonal
-    matmul_strided(out, att, inp + 2 * C, Tn, hs, Tn, Tn, C3, C, 0, T(1), 0,
+    matmul_strided(out, att, inp + 2 * C, Tn, hs, Tn, Tn, C3, C, 0, T(1), 0, 1,
                    B, NH, NH * Tn * Tn, Tn * Tn, Tn * C3, hs, Tn * C, hs);
 }

@@ -108,6 +108,7 @@ inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, double alpha, con
 // dimensions), for each batch entry (i, j) of an nb x nh grid:
 //   out_ij (M, N; row stride ldo) = [out_ij +] alpha * a_ij (M, K; lda) @ op(b_ij)
 //   op(b) = b^T with b (N, K; ldb) when tb != 0, else b (K, N; ldb); out += when acc != 0;
+//   tri != 0: a_ij is lower triangular (M == K), only its lower part read (matmul_strided_one);
 //   a_ij = a + i * sa_b + j * sa_h, likewise b_ij (sb_b, sb_h) and out_ij (so_b, so_h).
 // With acc == 0, out is only written (BLAS does not read c when beta is 0). One entry
 // (nb = nh = 1) is one GEMM with BLAS's threads; more run in parallel, one single-threaded GEMM
@@ -124,8 +125,8 @@ struct matmul_batch {
 
 // One GEMM of matmul_strided (fixed: see matmul_gemm).
 template <typename T>
-void matmul_strided_one(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
-                        int ldo, int tb, T alpha, int acc, bool fixed) {
+void matmul_strided_gemm(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                         int ldo, int tb, T alpha, int acc, bool fixed) {
     if (K <= 0) {
         if (acc == 0) {
             for (int i = 0; i < M; i++) {
@@ -140,20 +141,54 @@ void matmul_strided_one(T* out, const T* a, const T* b, int M, int N, int K, int
                 fixed);
 }
 
+// Rows of a lower-triangular a are taken in blocks of this many: the part left of the diagonal
+// block is one GEMM, the diagonal block (s <= t only) plain loops.
+constexpr int MATMUL_TRI_BLOCK = 16;
+
+// One entry of matmul_strided; tri: a is lower triangular (M == K) and its upper part is never
+// read, not even multiplied by 0 (a NaN or Inf in a row of op(b) that only the upper part meets
+// stays out of the result: attention's causal product att @ v does not see the future).
+template <typename T>
+void matmul_strided_one(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                        int ldo, int tb, T alpha, int acc, bool fixed, int tri) {
+    if (tri == 0) {
+        matmul_strided_gemm(out, a, b, M, N, K, lda, ldb, ldo, tb, alpha, acc, fixed);
+        return;
+    }
+    for (int r0 = 0; r0 < M; r0 += MATMUL_TRI_BLOCK) {
+        const int r1 = r0 + MATMUL_TRI_BLOCK < M ? r0 + MATMUL_TRI_BLOCK : M;
+        T* o = out + static_cast<long>(r0) * ldo;
+        matmul_strided_gemm(o, a + static_cast<long>(r0) * lda, b, r1 - r0, N, r0, lda, ldb, ldo, tb,
+                            alpha, acc, fixed);
+        for (int i = r0; i < r1; i++) {
+            T* oi = out + static_cast<long>(i) * ldo;
+            for (int k = r0; k <= i; k++) {
+                const T s = alpha * a[static_cast<long>(i) * lda + k];
+                if (tb != 0) {
+                    for (int j = 0; j < N; j++) oi[j] += s * b[static_cast<long>(j) * ldb + k];
+                } else {
+                    const T* bk = b + static_cast<long>(k) * ldb;
+                    for (int j = 0; j < N; j++) oi[j] += s * bk[j];
+                }
+            }
+        }
+    }
+}
+
 template <typename T>
 void matmul_strided(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
-                    int ldo, int tb, T alpha, int acc, int nb, int nh, int sa_b, int sa_h,
-                    int sb_b, int sb_h, int so_b, int so_h) {
+                    int ldo, int tb, T alpha, int acc, int tri, int nb, int nh, int sa_b,
+                    int sa_h, int sb_b, int sb_h, int so_b, int so_h) {
     const matmul_batch g{nb, nh, sa_b, sa_h, sb_b, sb_h, so_b, so_h};
     if (M <= 0 || N <= 0 || g.count() <= 0) return;
     if (g.count() == 1) {
-        matmul_strided_one(out, a, b, M, N, K, lda, ldb, ldo, tb, alpha, acc, false);
+        matmul_strided_one(out, a, b, M, N, K, lda, ldb, ldo, tb, alpha, acc, false, tri);
         return;
     }
     #pragma omp parallel for
     for (int e = 0; e < g.count(); e++) {
         matmul_strided_one(out + g.o(e), a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
-                           acc, true);
+                           acc, true, tri);
     }
 }
 
@@ -166,5 +201,5 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int BT
         for (int j = 0; j < OC; j++) o[j] = bias != nullptr ? bias[j] : T(0);
     }
     // out (BT, OC) += inp (BT, C) @ weight^T, weight (OC, C)
-    matmul_strided(out, inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 1, 1, 0, 0, 0, 0, 0, 0);
+    matmul_strided(out, inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 0, 1, 1, 0, 0, 0, 0, 0, 0);
 }
