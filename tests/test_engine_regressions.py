@@ -304,18 +304,35 @@ def test_write_once_results_are_read_back():
     assert "_tape.pop" in _sweep_of("order_recurrence")     # where a sweep does pop
 
 
-def test_dead_resets_of_local_adjoint_arrays_are_dropped():
-    # attention's 16-lane dot product: `_d_acc` is declared in the body of the s loop; zeroing
-    # it after its last use (the engine's reset for the next iteration) stores into a dead array
-    from torchclad.engine import differentiate
-    from torchclad.builtin.registry import KERNELS, unit_source
+LANE_DOTS = """
+void lane_dots(double* out, const double* x, const double* y, int n, int m) {
+    for (int t = 0; t < n; t++) {
+        for (int s = 0; s <= t; s++) {
+            double acc[16];
+            for (int j = 0; j < 16; j++) acc[j] = 0;
+            for (int kb = 0; kb < m; kb++) {
+                for (int j = 0; j < 16; j++) acc[j] += x[(t * m + kb) * 16 + j] * y[(s * m + kb) * 16 + j];
+            }
+            double dot = 0;
+            for (int j = 0; j < 16; j++) dot += acc[j];
+            out[t * n + s] = dot;
+        }
+    }
+}
+"""
 
-    spec = next(s for s in KERNELS if s.name == "attention_forward")
-    d = differentiate(unit_source(spec), spec.name, list(spec.wrt), filename=spec.file)
-    sw = dict(d.functions)["attention_forward_reverse_sweep"]
-    assert "T _d_acc[16] = {};" in sw
+
+def test_dead_resets_of_local_adjoint_arrays_are_dropped():
+    # the 16-lane dot products of the attention kernel before its products became GEMMs:
+    # `_d_acc` is declared in the body of the s loop; zeroing it after its last use (the
+    # engine's reset for the next iteration) stores into a dead array
+    from torchclad.engine import differentiate
+
+    d = differentiate(LANE_DOTS, "lane_dots", "x, y")
+    sw = dict(d.functions)["lane_dots_reverse_sweep"]
+    assert "double _d_acc[16] = {};" in sw
     resets = re.findall(r"^\s*(\w+)\[[^\]\n]+\] = 0;$", sw, re.M)   # adjoint-array resets
-    assert "_d_att" in resets and "_d_acc" not in resets
+    assert "_d_out" in resets and "_d_acc" not in resets
 
 
 @pytest.mark.parametrize("name,writes", [

@@ -21,6 +21,121 @@
 //     t d inp    += t d out @ weight + d out @ t weight
 //     t d weight += t d out^T @ inp + d out^T @ t inp
 //     t d bias   += sum over rows of t d out;  t d out = 0
+//
+// The strided GEMM matmul_strided (csrc/kernels/matmul.cpp; matmul_forward's product and the
+// two products of attention_forward), out = [out +] alpha * a @ op(b), the same family:
+//   matmul_strided_pullback       d a += alpha d out @ op(b)^T, d b += alpha (op's transpose of
+//                                 a^T @ d out), d alpha += <d out, a @ op(b)>; d out = 0
+//                                 unless acc (then out's old value passes d out through)
+//   matmul_strided_pushforward    t out = [t out +] alpha (t a op(b) + a op(t b)) + t alpha a op(b)
+//   matmul_strided_pullback_pushforward  the tangent of the pullback, by the product rule
+// all three through matmul_strided_adjoints below; matmul_forward's own three use it too.
+
+#include <vector>
+
+// The adjoint products of one GEMM of matmul_strided, added in (a null target is skipped):
+//   d a (M, K) += alpha * d out (M, N) @ op(b)^T
+//   d b        += alpha * d out^T @ a (N, K) when tb, else alpha * a^T @ d out (K, N)
+//   returns <d out, a @ op(b)> when want_alpha (one more product), else 0
+// In the column-major terms of matmul_gemm (a row-major (R, C) array is the column-major (C, R)
+// matrix): d a^T (K, M) += op(b) (K, N) . d out^T (N, M), and so on.
+template <typename T>
+void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                                  int ldo, int tb, T alpha, const T* dout, T* da, T* db,
+                                  bool fixed) {
+    if (M <= 0 || N <= 0 || K <= 0) return;
+    if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, T(1), da, lda, fixed);
+    if (db != nullptr && tb != 0) matmul_gemm(false, true, K, N, M, alpha, a, lda, dout, ldo, T(1), db, ldb, fixed);
+    if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, T(1), db, ldb, fixed);
+}
+
+// The same with a lower triangular a (tri, M == K; see matmul_strided_one): d a gets its lower
+// part only, d b the products with the lower part of a only; by blocks of rows as in the
+// forward, the strictly lower part through GEMMs, the diagonal blocks in plain loops.
+template <typename T>
+void matmul_strided_adjoints_tri(const T* a, const T* b, int M, int N, int lda, int ldb, int ldo,
+                                 int tb, T alpha, const T* dout, T* da, T* db, bool fixed) {
+    for (int r0 = 0; r0 < M; r0 += MATMUL_TRI_BLOCK) {
+        const int r1 = r0 + MATMUL_TRI_BLOCK < M ? r0 + MATMUL_TRI_BLOCK : M;
+        // d a rows [r0, r1), columns [0, r0); d op(b) rows [r0, r1) from the rows [r1, M) of a
+        matmul_strided_adjoints_gemm(a, b, r1 - r0, N, r0, lda, ldb, ldo, tb, alpha,
+                                     dout + static_cast<long>(r0) * ldo,
+                                     da != nullptr ? da + static_cast<long>(r0) * lda : da,
+                                     (T*)nullptr, fixed);
+        const long boff = tb != 0 ? r0 : static_cast<long>(r0) * ldb;
+        matmul_strided_adjoints_gemm(a + static_cast<long>(r1) * lda + r0, b + boff, M - r1, N,
+                                     r1 - r0, lda, ldb, ldo, tb, alpha,
+                                     dout + static_cast<long>(r1) * ldo, (T*)nullptr,
+                                     db != nullptr ? db + boff : db, fixed);
+        for (int i = r0; i < r1; i++) {
+            const T* gi = dout + static_cast<long>(i) * ldo;
+            for (int k = r0; k <= i; k++) {
+                const long bk = tb != 0 ? k : static_cast<long>(k) * ldb;  // op(b)[k, j] at bk + j * bj
+                const long bj = tb != 0 ? ldb : 1;
+                if (da != nullptr) {
+                    T sum = T(0);
+                    for (int j = 0; j < N; j++) sum += gi[j] * b[bk + j * bj];
+                    da[static_cast<long>(i) * lda + k] += alpha * sum;
+                }
+                if (db != nullptr) {
+                    const T s = alpha * a[static_cast<long>(i) * lda + k];
+                    for (int j = 0; j < N; j++) db[bk + j * bj] += s * gi[j];
+                }
+            }
+        }
+    }
+}
+
+// All of one entry's adjoints; returns <d out, a @ op(b)> when want_alpha, else 0.
+template <typename T>
+T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                              int ldo, int tb, T alpha, int tri, const T* dout, T* da, T* db,
+                              bool want_alpha, bool fixed) {
+    if (K <= 0) return T(0);
+    if (tri != 0) {
+        matmul_strided_adjoints_tri(a, b, M, N, lda, ldb, ldo, tb, alpha, dout, da, db, fixed);
+    } else {
+        matmul_strided_adjoints_gemm(a, b, M, N, K, lda, ldb, ldo, tb, alpha, dout, da, db, fixed);
+    }
+    if (!want_alpha) return T(0);
+    std::vector<T> prod(static_cast<size_t>(M) * N);
+    matmul_strided_one(prod.data(), a, b, M, N, K, lda, ldb, N, tb, T(1), 0, fixed, tri);
+    T sum = T(0);
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < N; j++) sum += dout[static_cast<long>(i) * ldo + j] * prod[static_cast<long>(i) * N + j];
+    }
+    return sum;
+}
+
+// a batch of one entry (matmul_forward's product)
+inline constexpr matmul_batch matmul_single{1, 1, 0, 0, 0, 0, 0, 0};
+
+// matmul_strided_adjoints_one over the batch (the entries in parallel, as in matmul_strided;
+// d alpha gets the entries' sums in entry order: the same bits at any thread count); then, when
+// zero, d out = 0.
+template <typename T>
+void matmul_strided_adjoints(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                             int ldo, int tb, T alpha, int tri, const matmul_batch& g, T* dout,
+                             T* da, T* db, T* dalpha, bool zero) {
+    if (M <= 0 || N <= 0 || g.count() <= 0 || dout == nullptr) return;
+    const int n = g.count();
+    std::vector<T> sums(dalpha != nullptr ? n : 0);
+    #pragma omp parallel for if (n > 1)
+    for (int e = 0; e < n; e++) {
+        T* go = dout + g.o(e);
+        T s = matmul_strided_adjoints_one(a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
+                                          tri, go, da != nullptr ? da + g.a(e) : da,
+                                          db != nullptr ? db + g.b(e) : db, dalpha != nullptr, n > 1);
+        if (dalpha != nullptr) sums[e] = s;
+        if (zero) {
+            for (int i = 0; i < M; i++) {
+                for (int j = 0; j < N; j++) go[static_cast<long>(i) * ldo + j] = T(0);
+            }
+        }
+    }
+    for (int e = 0; dalpha != nullptr && e < n; e++) *dalpha += sums[e];
+}
+
 namespace clad {
 namespace custom_derivatives {
 
@@ -28,17 +143,8 @@ template <typename T>
 void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bias, int BT, int C,
                              int OC, T* _d_out, T* _d_inp, T* _d_weight, T* _d_bias) {
     if (BT <= 0 || OC <= 0) return;
-    if (C > 0) {
-        if (_d_inp != nullptr) {
-            // d inp^T (C, BT) += weight^T (C, OC) . d out^T (OC, BT); both are column-major
-            // as stored.
-            matmul_gemm(false, false, C, BT, OC, T(1), weight, C, _d_out, OC, T(1), _d_inp, C);
-        }
-        if (_d_weight != nullptr) {
-            // d weight^T (C, OC) += inp^T (C, BT) . d out (BT, OC); d out^T is what is stored.
-            matmul_gemm(false, true, C, OC, BT, T(1), inp, C, _d_out, OC, T(1), _d_weight, C);
-        }
-    }
+    // the product out += inp (BT, C) @ weight^T, weight (OC, C)
+    matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, _d_inp, _d_weight, (T*)nullptr, false);
     const bool many = static_cast<long>(BT) * OC >= 32768;  // worth a team of threads
     if (_d_bias != nullptr && bias != nullptr) {
         // each thread owns blocks of 64 columns and adds the rows in order: every element is
@@ -69,10 +175,9 @@ void matmul_forward_pushforward(T* out, const T* inp, const T* weight, const T* 
         T* o = _d_out + i * OC;
         for (int j = 0; j < OC; j++) o[j] = (_d_bias != nullptr && bias != nullptr) ? _d_bias[j] : T(0);
     }
-    if (C <= 0) return;
-    // as in matmul_forward: out^T (OC, BT) += weight (OC, C) . inp^T (C, BT), column-major
-    if (_d_inp != nullptr) matmul_gemm(true, false, OC, BT, C, T(1), weight, C, _d_inp, C, T(1), _d_out, OC);
-    if (_d_weight != nullptr) matmul_gemm(true, false, OC, BT, C, T(1), _d_weight, C, inp, C, T(1), _d_out, OC);
+    // as in matmul_forward: t out += t inp @ weight^T + inp @ t weight^T
+    if (_d_inp != nullptr) matmul_strided(_d_out, _d_inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 0, 1, 1, 0, 0, 0, 0, 0, 0);
+    if (_d_weight != nullptr) matmul_strided(_d_out, inp, _d_weight, BT, OC, C, C, C, OC, 1, T(1), 1, 0, 1, 1, 0, 0, 0, 0, 0, 0);
 }
 
 template <typename T>
@@ -85,13 +190,12 @@ void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, 
     (void)t_bias;  // nor read bias's value
     if (BT > 0 && OC > 0) {
         // the tangents first: they read d out, which the pullback zeroes
-        if (C > 0 && t_d_inp != nullptr) {
-            if (t_d_out != nullptr) matmul_gemm(false, false, C, BT, OC, T(1), weight, C, t_d_out, OC, T(1), t_d_inp, C);
-            if (t_weight != nullptr) matmul_gemm(false, false, C, BT, OC, T(1), t_weight, C, _d_out, OC, T(1), t_d_inp, C);
+        matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, t_d_out, t_d_inp, t_d_weight, (T*)nullptr, false);
+        if (t_weight != nullptr) {
+            matmul_strided_adjoints(inp, t_weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, t_d_inp, (T*)nullptr, (T*)nullptr, false);
         }
-        if (C > 0 && t_d_weight != nullptr) {
-            if (t_d_out != nullptr) matmul_gemm(false, true, C, OC, BT, T(1), inp, C, t_d_out, OC, T(1), t_d_weight, C);
-            if (t_inp != nullptr) matmul_gemm(false, true, C, OC, BT, T(1), t_inp, C, _d_out, OC, T(1), t_d_weight, C);
+        if (t_inp != nullptr) {
+            matmul_strided_adjoints(t_inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, (T*)nullptr, t_d_weight, (T*)nullptr, false);
         }
         if (t_d_out != nullptr) {
             for (int i = 0; i < BT; i++) {
@@ -105,6 +209,72 @@ void matmul_forward_pullback_pushforward(T* out, const T* inp, const T* weight, 
     }
     matmul_forward_pullback(out, inp, weight, bias, BT, C, OC, _d_out, _d_inp, _d_weight, _d_bias);
 }
+
+#define MATMUL_STRIDED_PARAMS(T)                                                             \
+    T *out, const T *a, const T *b, int M, int N, int K, int lda, int ldb, int ldo, int tb,      \
+        T alpha, int acc, int tri, int nb, int nh, int sa_b, int sa_h, int sb_b, int sb_h,       \
+        int so_b, int so_h
+#define MATMUL_STRIDED_SHAPE M, N, K, lda, ldb, ldo, tb
+#define MATMUL_STRIDED_BATCH nb, nh, sa_b, sa_h, sb_b, sb_h, so_b, so_h
+
+template <typename T>
+void matmul_strided_pullback(MATMUL_STRIDED_PARAMS(T), T* _d_out, T* _d_a, T* _d_b,
+                             T* _d_alpha) {
+    (void)out;  // the products need a and b only
+    const matmul_batch g{MATMUL_STRIDED_BATCH};
+    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, tri, g, _d_out, _d_a, _d_b, _d_alpha,
+                            acc == 0);
+}
+
+template <typename T>
+void matmul_strided_pushforward(MATMUL_STRIDED_PARAMS(T), T* _d_out, const T* _d_a,
+                                const T* _d_b, T _d_alpha) {
+    matmul_strided(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, tri, MATMUL_STRIDED_BATCH);
+    if (_d_out == nullptr) return;
+    int more = acc;  // whether the next product adds to t out (else it overwrites it)
+    if (_d_a != nullptr) {
+        matmul_strided(_d_out, _d_a, b, MATMUL_STRIDED_SHAPE, alpha, more, tri, MATMUL_STRIDED_BATCH);
+        more = 1;
+    }
+    if (_d_b != nullptr) {
+        matmul_strided(_d_out, a, _d_b, MATMUL_STRIDED_SHAPE, alpha, more, tri, MATMUL_STRIDED_BATCH);
+        more = 1;
+    }
+    // t alpha a @ op(b); with nothing else, 0 * a @ op(b) (zeroes t out, BLAS with alpha 0)
+    if (_d_alpha != T(0) || more == 0) {
+        matmul_strided(_d_out, a, b, MATMUL_STRIDED_SHAPE, _d_alpha, more, tri, MATMUL_STRIDED_BATCH);
+    }
+}
+
+template <typename T>
+void matmul_strided_pullback_pushforward(MATMUL_STRIDED_PARAMS(T), T* _d_out, T* _d_a, T* _d_b,
+                                         T* _d_alpha, T* t_out, const T* t_a, const T* t_b,
+                                         T t_alpha, T* t_d_out, T* t_d_a, T* t_d_b,
+                                         T* t_d_alpha) {
+    (void)t_out;  // the pullback does not read out
+    const matmul_batch g{MATMUL_STRIDED_BATCH};
+    // the tangents first: they read d out, which the pullback zeroes
+    matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, alpha, tri, g, t_d_out, t_d_a, t_d_b,
+                            t_d_alpha, acc == 0);
+    if (t_a != nullptr) {
+        matmul_strided_adjoints(t_a, b, MATMUL_STRIDED_SHAPE, alpha, tri, g, _d_out, (T*)nullptr, t_d_b,
+                                t_d_alpha, false);
+    }
+    if (t_b != nullptr) {
+        matmul_strided_adjoints(a, t_b, MATMUL_STRIDED_SHAPE, alpha, tri, g, _d_out, t_d_a, (T*)nullptr,
+                                t_d_alpha, false);
+    }
+    if (t_alpha != T(0)) {
+        matmul_strided_adjoints(a, b, MATMUL_STRIDED_SHAPE, t_alpha, tri, g, _d_out, t_d_a, t_d_b,
+                                (T*)nullptr, false);
+    }
+    matmul_strided_pullback(out, a, b, MATMUL_STRIDED_SHAPE, alpha, acc, tri, MATMUL_STRIDED_BATCH,
+                            _d_out, _d_a, _d_b, _d_alpha);
+}
+
+#undef MATMUL_STRIDED_PARAMS
+#undef MATMUL_STRIDED_SHAPE
+#undef MATMUL_STRIDED_BATCH
 
 }  // namespace custom_derivatives
 }  // namespace clad

@@ -1,11 +1,13 @@
 // Causal multi-head self-attention core: scores, causal mask, softmax, weighted sum of the values.
-// One kernel, differentiated as a whole by torchclad's engine; our own code, llm.c style.
+// One kernel, differentiated as a whole by torchclad's engine; our own code, llm.c style. Its two
+// products are GEMMs (matmul_strided, csrc/kernels/matmul.cpp, whose hand-written BLAS
+// derivative the engine calls); the mask and the softmax are differentiated by the engine.
 //
 // B = batch, T = time, C = channels, NH = heads, hs = C / NH = head size.
 // In code the time size is `Tn`: `T` is the scalar type of the template.
 //
-// void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRITE_ONCE att,
-//                        const T* inp, int B, int Tn, int C, int NH)
+// void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE preatt,
+//                        T* TORCHCLAD_WRITE_ONCE att, const T* inp, int B, int Tn, int C, int NH)
 //   inp    (B, T, 3C)     q, k, v packed the way c_attn produces them: channels [0, C) are the
 //                         queries, [C, 2C) the keys, [2C, 3C) the values; head h owns channels
 //                         [h*hs, (h+1)*hs) of each of the three.
@@ -16,70 +18,63 @@
 //   Differentiated w.r.t. inp (out, preatt and att are outputs too, so they can be seeded).
 //   Requires NH > 0 and C % NH == 0 (checked by the caller, as is B * NH * T * T < 2^31).
 //
-// preatt and att are marked TORCHCLAD_WRITE_ONCE (each element written once per call, read only
-// after): the engine cannot prove by itself that rows written for different (b, h, t) never
-// overlap, and would otherwise tape every element it writes (docs/ENGINE_REQUESTS.md nn-4).
-// With the mark the tape holds two values per row, its argmax and its sum of exps; the sweep
-// reads the probabilities back from att (both the local `as` below and the exp's derivative:
-// a probability is written as exp(score - max - log(sum)), whose derivative is itself).
+// Per (b, h): scores = q_bh @ k_bh^T * scale and out_bh = att_bh @ v_bh are GEMMs through
+// matmul_strided, a batched GEMM with row strides (the rows of q, k and v lie 3C apart inside
+// inp, those of out C apart; the batch is the B x NH grid of (b, h)), one call per product. The engine does not differentiate the GEMM: it calls the custom derivative
+// matmul_strided_pullback (csrc/custom/matmul.cpp, the one hand-written derivative family, BLAS),
+// and matmul_strided_pushforward / _pullback_pushforward in forward mode and double backward.
+// The full T x T product is computed and the part above the diagonal is then masked: 2x the
+// flops of a causal-only product, in BLAS's blocked kernels.
 //
-// Parallel: the forward runs the (b, h, t) triples in parallel (`collapse(3)`: a query row's
-// scores, softmax and weighted sum touch only its own rows of out, preatt and att; the engine
-// keeps each triple's argmax and sum in per-iteration slots). The reverse of query row t adds
-// into the key and value rows s <= t of its head, which other rows of the same (b, h) touch
-// too: the engine runs the (b, h) pairs in parallel and a pair's rows in order inside it.
+// out, preatt and att are marked TORCHCLAD_WRITE_ONCE: the engine cannot prove by itself that
+// the slices written for different (b, h) or t never overlap, and would otherwise tape every
+// element it writes (docs/ENGINE_REQUESTS.md nn-4). out and att are written once each; preatt
+// above the diagonal is written twice (the GEMM's score, then the mask's 0), and nothing reads
+// the first value: the reverse of the mask zeroes its adjoint and the GEMM's pullback needs q
+// and k only. The tape holds two values per row, its argmax and its sum of exps; the sweep
+// reads the probabilities back from att (a probability is written as
+// exp(score - max - log(sum)), whose derivative is itself).
 //
-// Written for the engine and the vectoriser (the generated reverse sweep runs in backward):
-// - Each score q . k is summed in 16 lanes over the head's channels (lane j sees channels j,
-//   16 + j, ...; the last hs % 16 after them), then the lanes: vectorisable, one fixed order.
-// - The softmax shift is torchclad::detach(row max) (a stop-gradient, exact in value): the
-//   reverse sweep carries no derivative through it (with the max itself it would: zero in exact
+// Threads: matmul_strided runs the (b, h) GEMMs in parallel, each on one thread (the same bits
+// at any thread count), in the forward and in its pullback. (Written as an `omp parallel for`
+// over (b, h) in this kernel, calling one GEMM per iteration, the engine keeps the reverse loop
+// serial: "the reverse loop runs serially: it calls
+// 'clad::custom_derivatives::matmul_strided_pullback', whose adjoint writes the engine does not
+// check" -- it cannot see which slices of d inp the custom pullback writes. Hence the batch
+// inside the GEMM call.) The softmax runs the (b, h, t) rows in parallel (`collapse(3)`), in
+// the forward and in the reverse: a row touches only its own rows of preatt and att and of
+// their adjoints.
+//
+// Softmax, written for the engine and the vectoriser (the generated reverse sweep runs in
+// backward):
+// - The shift is torchclad::detach(row max) (a stop-gradient, exact in value): the reverse
+//   sweep carries no derivative through it (with the max itself it would: zero in exact
 //   arithmetic, computed as a serial reduction over the row). Exact matters: exp(max - shift)
 //   is exactly 1, so a saturated row (one probability 1, the rest 0) gets an exactly zero
-//   gradient, as with torch (a shift of floor(max) would leave a rounding error there that large
-//   scores amplify). The row's sum of exps runs in 32 lanes (their exps vectorise too).
-// - The weighted sum reads each probability into a local first: its adjoint, a dot product over
-//   the head's channels, is then accumulated in a register. (The engine does that by itself for
-//   the layer kernel, but not for this kernel called from the fused GPT-2, whose arguments all
-//   point into one arena; there the accumulation went through memory, 4x slower. The local
-//   costs one taped value per (t, s) pair.)
+//   gradient, as with torch. The row's sum of exps runs in 32 lanes (their exps vectorise too).
 #include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
 template <typename T>
-void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRITE_ONCE att,
-                       const T* inp, int B, int Tn, int C, int NH) {
+void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE preatt,
+                       T* TORCHCLAD_WRITE_ONCE att, const T* inp, int B, int Tn, int C, int NH) {
     int hs = C / NH;
     int C3 = 3 * C;
-    int hb = hs / 16;  // full 16-lane blocks of a head's channels
     T scale = T(1) / std::sqrt(T(hs));
+    // scores (Tn, Tn) = q (Tn, hs) @ k^T * scale for each (b, h), all of them (the mask follows)
+    matmul_strided(preatt, inp, inp + C, Tn, Tn, hs, C3, C3, Tn, 1, scale, 0, 0,
+                   B, NH, Tn * C3, hs, Tn * C3, hs, NH * Tn * Tn, Tn * Tn);
+    // causal mask and softmax, one query row per iteration
     #pragma omp parallel for collapse(3)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < Tn; t++) {
-                const T* q = inp + (b * Tn + t) * C3 + h * hs;
                 T* pre = preatt + ((b * NH + h) * Tn + t) * Tn;
                 T* a = att + ((b * NH + h) * Tn + t) * Tn;
-                // scores of the visible positions, and where the largest is (an int: no
-                // derivative of its own)
+                // where the largest visible score is (an int: no derivative of its own)
                 int smax = 0;
-                for (int s = 0; s <= t; s++) {
-                    const T* k = inp + (b * Tn + s) * C3 + C + h * hs;
-                    T acc[16];
-                    for (int j = 0; j < 16; j++) acc[j] = T(0);
-                    for (int kb = 0; kb < hb; kb++) {
-                        for (int j = 0; j < 16; j++) acc[j] += q[kb * 16 + j] * k[kb * 16 + j];
-                    }
-                    T dot = 0;
-                    for (int i = hb * 16; i < hs; i++) dot += q[i] * k[i];
-                    for (int j = 0; j < 16; j++) dot += acc[j];
-                    pre[s] = dot * scale;
-                    smax = pre[s] > pre[smax] ? s : smax;
-                }
+                for (int s = 1; s <= t; s++) smax = pre[s] > pre[smax] ? s : smax;
                 for (int s = t + 1; s < Tn; s++) pre[s] = T(0);
-                // softmax, shifted by the row max so that exp never overflows (detached: no
-                // derivative through the shift); each probability written once, as one exp
-                // (no in-place normalisation; the sweep reads it back instead of an exp)
                 T mx = torchclad::detach(pre[smax]);
                 int n = t + 1;
                 int sb = n / 32;
@@ -94,15 +89,10 @@ void attention_forward(T* out, T* TORCHCLAD_WRITE_ONCE preatt, T* TORCHCLAD_WRIT
                 T ls = std::log(sum);
                 for (int s = 0; s < n; s++) a[s] = std::exp(pre[s] - mx - ls);
                 for (int s = n; s < Tn; s++) a[s] = T(0);
-                // weighted sum of the values, position-major so the inner loop is contiguous
-                T* o = out + (b * Tn + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) o[i] = T(0);
-                for (int s = 0; s <= t; s++) {
-                    const T* v = inp + (b * Tn + s) * C3 + 2 * C + h * hs;
-                    T as = a[s];  // d as: summed in a register in the reverse sweep
-                    for (int i = 0; i < hs; i++) o[i] += as * v[i];
-                }
             }
         }
     }
+    // out (Tn, hs) = att (Tn, Tn) @ v (Tn, hs) for each (b, h); att is 0 above the diagonal
+    matmul_strided(out, att, inp + 2 * C, Tn, hs, Tn, Tn, C3, C, 0, T(1), 0, 1,
+                   B, NH, NH * Tn * Tn, Tn * Tn, Tn * C3, hs, Tn * C, hs);
 }

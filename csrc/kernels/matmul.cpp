@@ -71,15 +71,19 @@ inline matmul_blas& matmul_other_blas() {
 }
 
 // Column-major c (m x n) = alpha * op(a) * op(b) + beta * c, op = transpose when ta / tb.
+// fixed: always MKL's (not the other BLAS at one thread), so that a GEMM run on one thread of a
+// parallel loop gives the same bits whatever the thread count (MKL runs sequentially inside an
+// active parallel region, and with one thread).
 inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
-                        int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+                        int lda, const float* b, int ldb, float beta, float* c, int ldc,
+                        bool fixed = false) {
     matmul_blas& other = matmul_other_blas();
 #ifdef _OPENMP
     const bool one_thread = omp_get_max_threads() == 1;
 #else
     const bool one_thread = true;
 #endif
-    if (other.sgemm != nullptr && one_thread) {
+    if (other.sgemm != nullptr && one_thread && !fixed) {
         if (other.set_threads != nullptr && other.threads != 1) {
             other.set_threads(1);
             other.threads = 1;
@@ -93,8 +97,99 @@ inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, float alpha, cons
 }
 
 inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a,
-                        int lda, const double* b, int ldb, double beta, double* c, int ldc) {
+                        int lda, const double* b, int ldb, double beta, double* c, int ldc,
+                        bool fixed = false) {
+    (void)fixed;  // always MKL's
     dgemm_(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
+}
+
+// The strided, batched GEMM every product in the built-in kernels goes through (matmul_forward
+// below, the two products of attention_forward), row-major with row strides (leading
+// dimensions), for each batch entry (i, j) of an nb x nh grid:
+//   out_ij (M, N; row stride ldo) = [out_ij +] alpha * a_ij (M, K; lda) @ op(b_ij)
+//   op(b) = b^T with b (N, K; ldb) when tb != 0, else b (K, N; ldb); out += when acc != 0;
+//   tri != 0: a_ij is lower triangular (M == K), only its lower part read (matmul_strided_one);
+//   a_ij = a + i * sa_b + j * sa_h, likewise b_ij (sb_b, sb_h) and out_ij (so_b, so_h).
+// With acc == 0, out is only written (BLAS does not read c when beta is 0). One entry
+// (nb = nh = 1) is one GEMM with BLAS's threads; more run in parallel, one single-threaded GEMM
+// each (matmul_gemm's `fixed`: the same bits at any thread count). The entries' outputs must
+// not overlap, nor (for the derivative) the slices of a and of b they read. The derivative is
+// hand-written with matmul_forward's, in csrc/custom/matmul.cpp (matmul_strided_pullback ...).
+struct matmul_batch {
+    int nb, nh, sa_b, sa_h, sb_b, sb_h, so_b, so_h;
+    int count() const { return nb * nh; }
+    long a(int e) const { return static_cast<long>(e / nh) * sa_b + static_cast<long>(e % nh) * sa_h; }
+    long b(int e) const { return static_cast<long>(e / nh) * sb_b + static_cast<long>(e % nh) * sb_h; }
+    long o(int e) const { return static_cast<long>(e / nh) * so_b + static_cast<long>(e % nh) * so_h; }
+};
+
+// One GEMM of matmul_strided (fixed: see matmul_gemm).
+template <typename T>
+void matmul_strided_gemm(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                         int ldo, int tb, T alpha, int acc, bool fixed) {
+    if (K <= 0) {
+        if (acc == 0) {
+            for (int i = 0; i < M; i++) {
+                for (int j = 0; j < N; j++) out[static_cast<long>(i) * ldo + j] = T(0);
+            }
+        }
+        return;
+    }
+    // out^T (N, M) = op(b)^T (N, K) . a^T (K, M), column-major as stored: a row-major (R, C)
+    // array is the column-major (C, R) matrix
+    matmul_gemm(tb != 0, false, N, M, K, alpha, b, ldb, a, lda, acc != 0 ? T(1) : T(0), out, ldo,
+                fixed);
+}
+
+// Rows of a lower-triangular a are taken in blocks of this many: the part left of the diagonal
+// block is one GEMM, the diagonal block (s <= t only) plain loops.
+constexpr int MATMUL_TRI_BLOCK = 16;
+
+// One entry of matmul_strided; tri: a is lower triangular (M == K) and its upper part is never
+// read, not even multiplied by 0 (a NaN or Inf in a row of op(b) that only the upper part meets
+// stays out of the result: attention's causal product att @ v does not see the future).
+template <typename T>
+void matmul_strided_one(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                        int ldo, int tb, T alpha, int acc, bool fixed, int tri) {
+    if (tri == 0) {
+        matmul_strided_gemm(out, a, b, M, N, K, lda, ldb, ldo, tb, alpha, acc, fixed);
+        return;
+    }
+    for (int r0 = 0; r0 < M; r0 += MATMUL_TRI_BLOCK) {
+        const int r1 = r0 + MATMUL_TRI_BLOCK < M ? r0 + MATMUL_TRI_BLOCK : M;
+        T* o = out + static_cast<long>(r0) * ldo;
+        matmul_strided_gemm(o, a + static_cast<long>(r0) * lda, b, r1 - r0, N, r0, lda, ldb, ldo, tb,
+                            alpha, acc, fixed);
+        for (int i = r0; i < r1; i++) {
+            T* oi = out + static_cast<long>(i) * ldo;
+            for (int k = r0; k <= i; k++) {
+                const T s = alpha * a[static_cast<long>(i) * lda + k];
+                if (tb != 0) {
+                    for (int j = 0; j < N; j++) oi[j] += s * b[static_cast<long>(j) * ldb + k];
+                } else {
+                    const T* bk = b + static_cast<long>(k) * ldb;
+                    for (int j = 0; j < N; j++) oi[j] += s * bk[j];
+                }
+            }
+        }
+    }
+}
+
+template <typename T>
+void matmul_strided(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
+                    int ldo, int tb, T alpha, int acc, int tri, int nb, int nh, int sa_b,
+                    int sa_h, int sb_b, int sb_h, int so_b, int so_h) {
+    const matmul_batch g{nb, nh, sa_b, sa_h, sb_b, sb_h, so_b, so_h};
+    if (M <= 0 || N <= 0 || g.count() <= 0) return;
+    if (g.count() == 1) {
+        matmul_strided_one(out, a, b, M, N, K, lda, ldb, ldo, tb, alpha, acc, false, tri);
+        return;
+    }
+    #pragma omp parallel for
+    for (int e = 0; e < g.count(); e++) {
+        matmul_strided_one(out + g.o(e), a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
+                           acc, true, tri);
+    }
 }
 
 template <typename T>
@@ -105,8 +200,6 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int BT
         T* o = out + static_cast<long>(i) * OC;
         for (int j = 0; j < OC; j++) o[j] = bias != nullptr ? bias[j] : T(0);
     }
-    if (C <= 0) return;
-    // out^T (OC, BT) += weight (OC, C) . inp^T (C, BT); weight is the column-major (C, OC)
-    // matrix, used transposed.
-    matmul_gemm(true, false, OC, BT, C, T(1), weight, C, inp, C, T(1), out, OC);
+    // out (BT, OC) += inp (BT, C) @ weight^T, weight (OC, C)
+    matmul_strided(out, inp, weight, BT, OC, C, C, C, OC, 1, T(1), 1, 0, 1, 1, 0, 0, 0, 0, 0, 0);
 }

@@ -61,7 +61,10 @@ KERNELS: tuple[KernelSpec, ...] = (
     KernelSpec(file="encoder.cpp", name="embedding_forward", wrt=("weight",)),
     KernelSpec(file="encoder.cpp", name="encoder_forward", wrt=("wte", "wpe")),
     KernelSpec(file="residual.cpp", name="residual_forward", wrt=("inp1", "inp2")),
-    KernelSpec(file="attention.cpp", name="attention_forward", wrt=("inp",)),
+    # its two products go through matmul_strided and its custom derivative (BLAS)
+    KernelSpec(file="attention.cpp", name="attention_forward", wrt=("inp",),
+               sources=("kernels/matmul.cpp", "custom/matmul.cpp", "kernels/attention.cpp"),
+               libraries=("torch_cpu",)),
     # LLaMA-style layers (torchclad.nn.RMSNorm, SiLU, SwiGLU, RotaryEmbedding)
     KernelSpec(file="rmsnorm.cpp", name="rmsnorm_forward", wrt=("inp", "weight")),
     KernelSpec(file="silu.cpp", name="silu_forward", wrt=("inp",)),
