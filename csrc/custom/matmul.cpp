@@ -110,28 +110,46 @@ T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int l
 // a batch of one entry (matmul_forward's product)
 inline constexpr matmul_batch matmul_single{1, 1, 0, 0, 0, 0, 0, 0};
 
+// One batch entry of matmul_strided_adjoints: its adjoints, then d out = 0 when zero; returns
+// <d out, a @ op(b)> when dalpha is wanted.
+template <typename T>
+T matmul_strided_adjoints_entry(int e, const T* a, const T* b, int M, int N, int K, int lda,
+                                int ldb, int ldo, int tb, T alpha, int tri, const matmul_batch& g,
+                                T* dout, T* da, T* db, bool want_alpha, bool zero, bool fixed) {
+    T* go = dout + g.o(e);
+    T s = matmul_strided_adjoints_one(a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
+                                      tri, go, da != nullptr ? da + g.a(e) : da,
+                                      db != nullptr ? db + g.b(e) : db, want_alpha, fixed);
+    if (zero) {
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) go[static_cast<long>(i) * ldo + j] = T(0);
+        }
+    }
+    return s;
+}
+
 // matmul_strided_adjoints_one over the batch (the entries in parallel, as in matmul_strided;
 // d alpha gets the entries' sums in entry order: the same bits at any thread count); then, when
-// zero, d out = 0.
+// zero, d out = 0. One entry (matmul_forward's product) is called outside any parallel region:
+// inside one, even an inactive one (`if (false)`), MKL would run its GEMMs on one thread.
 template <typename T>
 void matmul_strided_adjoints(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
                              int ldo, int tb, T alpha, int tri, const matmul_batch& g, T* dout,
                              T* da, T* db, T* dalpha, bool zero) {
     if (M <= 0 || N <= 0 || g.count() <= 0 || dout == nullptr) return;
     const int n = g.count();
+    if (n == 1) {
+        T s = matmul_strided_adjoints_entry(0, a, b, M, N, K, lda, ldb, ldo, tb, alpha, tri, g,
+                                            dout, da, db, dalpha != nullptr, zero, false);
+        if (dalpha != nullptr) *dalpha += s;
+        return;
+    }
     std::vector<T> sums(dalpha != nullptr ? n : 0);
-    #pragma omp parallel for if (n > 1)
+    #pragma omp parallel for
     for (int e = 0; e < n; e++) {
-        T* go = dout + g.o(e);
-        T s = matmul_strided_adjoints_one(a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
-                                          tri, go, da != nullptr ? da + g.a(e) : da,
-                                          db != nullptr ? db + g.b(e) : db, dalpha != nullptr, n > 1);
+        T s = matmul_strided_adjoints_entry(e, a, b, M, N, K, lda, ldb, ldo, tb, alpha, tri, g,
+                                            dout, da, db, dalpha != nullptr, zero, true);
         if (dalpha != nullptr) sums[e] = s;
-        if (zero) {
-            for (int i = 0; i < M; i++) {
-                for (int j = 0; j < N; j++) go[static_cast<long>(i) * ldo + j] = T(0);
-            }
-        }
     }
     for (int e = 0; dalpha != nullptr && e < n; e++) *dalpha += sums[e];
 }
