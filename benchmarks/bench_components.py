@@ -35,7 +35,7 @@ THREADS = (0, 1)            # 0 = torch's default (the headline), 1 = per core
 
 def label(case: str, threads: int) -> str:
     """The row label: component and thread count (`gelu 2thr`)."""
-    return f"{case} {threads or bl.default_threads()}thr"
+    return f"{case} {bl.thread_tag(threads)}"
 
 
 def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True,

@@ -54,8 +54,7 @@ IMPLS = ("eager", "torchclad", "torchclad_fused", "compile")
 def label(model: str, threads: int) -> str:
     """The case label: model, (B, T) and thread count (`demo B16,T64 2thr`)."""
     B, T = ref.MODELS[model][1]
-    n = threads or bl.default_threads()
-    return f"{model} B{B},T{T} {n}thr"
+    return f"{model} B{B},T{T} {bl.thread_tag(threads)}"
 
 
 def run_all(models=MODELS, thread_counts=THREADS, impls=IMPLS, quick: bool = False,

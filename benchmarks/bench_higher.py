@@ -145,7 +145,7 @@ class HigherCase:
 
 
 def label(case: str, size: str, threads: int) -> str:
-    return f"{case} {size} {threads or bl.default_threads()}thr"
+    return f"{case} {size} {bl.thread_tag(threads)}"
 
 
 def run_all(cases=CASES, thread_counts=THREADS, quick: bool = False, write: bool = True) -> dict:

@@ -412,6 +412,11 @@ def default_threads() -> int:
     return torch.get_num_threads()
 
 
+def thread_tag(threads: int) -> str:
+    """The thread count in a case label: `2thr` (0 = torch's default)."""
+    return f"{threads or default_threads()}thr"
+
+
 def compile_kernel_program(prog: Path, exe: Path, defines: dict, what: str) -> float:
     """Compile a benchmark program with the installed built-in kernels' flags (and this
     directory and the runtime headers on the include path); the seconds it took."""
