@@ -41,13 +41,16 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from . import capi, compiler, diagnose, isa, probe, store
+from . import capi, compiler, isa, store
 from .clib import KernelLibrary
 from .glue import SUFFIX, calls, scalar_types
 from .signature import dumps as signatures_json
 from .signature import loads as signatures_load
+
+if TYPE_CHECKING:
+    from . import probe
 
 __all__ = ["Recipe", "Built", "key_of", "lookup", "build", "flags", "native_flags", "DEBUG_CFLAGS",
            "ENTRY_FILE"]
@@ -181,6 +184,8 @@ def native_flags() -> tuple[str, list[str], list[str]]:
     :mod:`compiler`'s flags to compile like a user kernel: ``(vector-math prelude, compile
     flags, link flags)`` -- libmvec, the alias-check limit and the ISA flags of the running
     CPU's variant, when the compiler offers them."""
+    from . import probe
+
     cxx = compiler.compiler()
     caps = probe.capabilities(cxx, compiler.compiler_version(cxx), _PKG / "_generated",
                               store.cache_dir(None) / "toolchain")
@@ -200,7 +205,10 @@ def unit_text(derivative: Any, scalar: str, vecmath: Sequence[str]) -> str:
 
 def _compile(recipe: Recipe, derivative: Any, tmp: Path, root: Path, key: str) -> dict:
     """Write and compile the unit of every scalar type at once; the manifest (without key and
-    files). Raises BuildError worded by :mod:`diagnose`."""
+    files). Raises BuildError worded by :mod:`diagnose`. (:mod:`probe` and :mod:`diagnose`
+    are imported here, not at the top: a cache hit never needs them.)"""
+    from . import probe
+
     cxx = compiler.compiler()
     version = compiler.compiler_version(cxx)
     caps = probe.capabilities(cxx, version, _PKG / "_generated", root / "toolchain")
@@ -235,6 +243,8 @@ def _build_error(recipe: Recipe, bad: list, scalars: Sequence[str], failed_dir: 
                  ) -> compiler.BuildError:
     scalar, r = bad[0]
     ok = [s for s in scalars if s not in {s for s, _ in bad}]
+    from . import diagnose
+
     log = failed_dir / "build.log"
     first = diagnose.first_error(r.stderr, recipe.filename)
     msg = diagnose.explain(first, user_file=recipe.filename, function=recipe.name,
