@@ -106,7 +106,9 @@ def build(case: RevCase, tu: Path, out_dir: Path) -> tuple[Path, float]:
         f'#include "oracles/{case.kernel}_backward.cpp"\n'
         f'#include "reverse/{case.kernel}_main.cpp"\n')
     exe = out_dir / f"{case.kernel}_bench"
-    return exe, bl.compile_kernel_program(prog, exe, case.defines, case.kernel)
+    spec = _spec(case.function)
+    return exe, bl.compile_kernel_program(prog, exe, case.defines, case.kernel,
+                                          spec.libraries if spec is not None else ())
 
 
 def _paired(series: dict[str, list[float]], num: tuple[str, ...], den: tuple[str, ...]) -> dict | None:

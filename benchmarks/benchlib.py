@@ -171,13 +171,14 @@ def merged(section: str, payload: dict[str, Any], key: Sequence[str],
            order: Sequence[str] | None = None, order_field: str | None = None) -> dict[str, Any]:
     """``payload`` with the rows of the stored section that it did not re-run (a partial run,
     e.g. ``--cases gelu``, keeps the other cases' last numbers; each row keeps its own date in
-    its section's machine block only, so a merged section says so in ``merged_from``)."""
+    its section's machine block only, so a merged section says so in ``merged_from``). A
+    stored row without every ``key`` field is from an older layout of the section: dropped."""
     old = load_results().get("sections", {}).get(section)
     if not old:
         return payload
     k = lambda r: tuple(r.get(f) for f in key)  # noqa: E731
     mine = {k(r) for r in payload["rows"]}
-    kept = [r for r in old.get("rows", []) if k(r) not in mine]
+    kept = [r for r in old.get("rows", []) if k(r) not in mine and all(f in r for f in key)]
     if not kept:
         return payload
     out = dict(payload)
@@ -417,13 +418,22 @@ def thread_tag(threads: int) -> str:
     return f"{threads or default_threads()}thr"
 
 
-def compile_kernel_program(prog: Path, exe: Path, defines: dict, what: str) -> float:
+def compile_kernel_program(prog: Path, exe: Path, defines: dict, what: str,
+                           libraries: Sequence[str] = ()) -> float:
     """Compile a benchmark program with the installed built-in kernels' flags (and this
-    directory and the runtime headers on the include path); the seconds it took."""
+    directory and the runtime headers on the include path), linked against ``libraries`` as
+    the extension is (a kernel spec's ``libraries``: ``torch_cpu`` for the BLAS of the matmul
+    custom derivative); the seconds it took."""
+    from torchclad.toolchain.compiler import external_library
+
     flags, libs, _ = kernel_build_flags()
+    ldflags = []
+    for lib in libraries:
+        where, name = external_library(lib)
+        ldflags += [f"-L{where}", f"-l{name}", f"-Wl,-rpath,{where}"]
     cmd = [*cxx(), *flags, f"-I{HERE}", f"-I{ROOT / 'csrc' / 'runtime'}",
            *(f"-D{k}={v}" for k, v in defines.items()), str(prog), "-o", str(exe),
-           *(f"-l{lib}" for lib in libs)]
+           *ldflags, *(f"-l{lib}" for lib in libs)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
