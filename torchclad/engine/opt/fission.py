@@ -70,7 +70,7 @@ from dataclasses import dataclass, replace
 from .. import ir
 from ..analysis.affine import key
 from ..reverse import parallel
-from .loop_order import independent, pointer_groups, reversed_bounds
+from .loop_order import independent, pointer_groups, reversed_bounds, rewrite_loops
 
 
 @dataclass(frozen=True)
@@ -157,21 +157,7 @@ def fission(stmts, roots: set) -> list:
     """The pass over serial reverse nests (a parallel one is split by reverse/omp.py as it is
     planned): stmts, a generated function body; roots, the names of its adjoint roots."""
     group = pointer_groups(stmts, roots)
-    return [_stmt(s, group) for s in stmts]
-
-
-def _stmt(s, group):
-    if isinstance(s, ir.Block):
-        return ir.Block(tuple(_stmt(x, group) for x in s.stmts), s.loc)
-    if isinstance(s, ir.If):
-        return ir.If(s.cond, _stmt(s.then, group), _stmt(s.other, group), s.loc)
-    if isinstance(s, ir.Loop):
-        split = _serial(s, group)
-        if split is not None:
-            return split
-        return replace(s, body=ir.Block(tuple(_stmt(x, group) for x in s.body.stmts),
-                                        s.body.loc))
-    return s
+    return [rewrite_loops(s, lambda loop: _serial(loop, group)) for s in stmts]
 
 
 def _serial(top: ir.Loop, group) -> "ir.Stmt | None":
