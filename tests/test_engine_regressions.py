@@ -294,6 +294,29 @@ def test_register_tile_reverse_runs_the_contiguous_index_innermost():
     assert "_d_w[k] += _d_wk;" in tri
 
 
+def test_serial_reverse_nest_is_split_with_the_sums_interchanged():
+    # opt/fission.py's pass over serial nests: d x in the rows' order, then d w and d b with o
+    # outside the rows (behind a run-time test of what the proof assumes, else the nest as it
+    # was); the seed d y reset in the nest of sums only
+    split = _sweep_of_file("fission_rows", "fission_serial").split("} else {")[0]
+    sums = re.search(r"for \(int o = O; o-- > 0; \) \{\s*(double _acc0 = double\(0\);\s*)?"
+                     r"for \(int r = R; r-- > 0; \) \{", split)      # (d b summed in a local)
+    assert sums and split.index("_d_x[r * C + i] +=") < sums.start()
+    assert "_d_w[" not in split[:sums.start()] and "_d_y[r * O + o] = 0;" not in split[:sums.start()]
+    assert "_d_w[o * C + i] +=" in split[sums.start():] and "_d_x[" not in split[sums.start():]
+    assert split.count("_d_y[r * O + o] = 0;") == 1
+
+
+def _sweep_of_file(file: str, name: str) -> str:
+    from pathlib import Path
+
+    from torchclad.engine import differentiate
+
+    path = Path(__file__).resolve().parent / "corpus" / "kernels" / f"{file}.cpp"
+    return dict(differentiate(path.read_text(), name, None, filename=path.name).functions)[
+        f"{name}_reverse_sweep"]
+
+
 def test_write_once_results_are_read_back():
     fns = _functions_of("stored_result")
     sw, forw = fns["stored_result_reverse_sweep"], fns["stored_result_reverse_forw"]

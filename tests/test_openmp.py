@@ -10,6 +10,7 @@ differences in all eight variants.
 """
 from __future__ import annotations
 
+import re
 import textwrap
 import warnings
 from pathlib import Path
@@ -66,6 +67,10 @@ PROD = textwrap.dedent("""
 KERNELS = Path(__file__).resolve().parent / "corpus" / "kernels"
 STEP, COLLAPSE, COLLAPSE3 = ((KERNELS / f).read_text() for f in
                              ("omp_step.cpp", "omp_collapse.cpp", "omp_collapse3.cpp"))
+# a dense layer over collapse(2) rows: its reverse split in two nests (opt/fission.py), d w and
+# d b in parallel over the output rows
+FISSION = (KERNELS / "fission_rows.cpp").read_text()
+CORPUS_WRT = {"omp_step": "inp, w", "fission_rows": "x, w, b"}
 
 # a gather by index: the reverse scatters at indices read from memory (serial, with a warning)
 GATHER = textwrap.dedent("""
@@ -77,6 +82,9 @@ GATHER = textwrap.dedent("""
     }""")
 
 TEMPLATES = ELEMENTWISE + ROWS + SCALE + PROD + GATHER
+
+
+CORPUS = ("omp_step", "omp_collapse", "omp_collapse3", "fission_rows")   # double only
 
 
 def _sweep(code: str, name: str) -> str:
@@ -137,6 +145,27 @@ def test_collapse_and_step():
     assert "r += UNROLL" in STEP and "r += 4" in _forw(d.code, "omp_step") and not warned
 
 
+def test_reverse_of_rows_is_split_and_the_sums_run_over_o():
+    # opt/fission.py: the d x nest keeps (n, t) outside (parallel, collapse(2), d x private);
+    # the d w / d b nest runs o outside, in parallel over o (each o owns its row of d w: no
+    # partial sums), (n, t) inside; the seed d y is reset in that last nest only
+    d, warned = _derive(FISSION, "fission_rows", "x, w, b")
+    # (behind a run-time test of what the proofs assume; else the nest as it was)
+    sweep = _sweep(d.code, "fission_rows").split("} else {")[0]
+    first, second = sweep.split("#pragma omp parallel for")[1:]
+    assert first.startswith(" collapse(2)") and "_d_x[r * C + i] +=" in first
+    assert "_d_w[" not in first and "_d_b[" not in first and "_d_y[r * O + o] = 0" not in first
+    assert re.match(r"( if\(.*\))?\n\s*for \(int o = 0; o < O; \+\+o\) \{\n\s*for \(int n = 0;",
+                    second)
+    assert "_d_w[o * C + i] +=" in second and "_d_b[o] +=" in second and "_d_x[" not in second
+    assert sweep.count("_d_y[r * O + o] = 0;") == 1 and "_d_y[r * O + o] = 0;" in second
+    assert "par_combine" not in sweep and not warned
+    # not split: the reverse reads d u after adding into it in the same iteration
+    d, warned = _derive(FISSION, "fission_chain")
+    sweep = _sweep(d.code, "fission_chain")
+    assert sweep.count("for (int o") == 1 and "par_combine" in sweep and not warned
+
+
 def test_scatter_reverse_is_serial_and_says_why():
     d, warned = _derive(GATHER, "gather", "table")
     assert "#pragma omp parallel for" in _forw(d.code, "gather")
@@ -182,10 +211,9 @@ def mod():
         derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w, bias"),
                   engine.derive("scale", "inp, a"), engine.derive("prod", "inp"),
                   engine.derive("gather", "table")]
-        corpus = [Engine(src, f"{name}.cpp").derive(name, "inp" if name != "omp_step" else
-                                                     "inp, w")
+        corpus = [Engine(src, f"{name}.cpp").derive(name, CORPUS_WRT.get(name, "inp"))
                   for src, name in ((STEP, "omp_step"), (COLLAPSE, "omp_collapse"),
-                                    (COLLAPSE3, "omp_collapse3"))]
+                                    (COLLAPSE3, "omp_collapse3"), (FISSION, "fission_rows"))]
     shared = build.load(derivs, name="openmp_tests")
     mods = {d.name: shared for d in derivs}
     mods.update({d.name: build.load([d], name=f"openmp_{d.name}") for d in corpus})
@@ -238,6 +266,9 @@ def _cases(dtype):
         "omp_collapse3": (dict(out=torch.zeros(Bp * Hp * Tp, dtype=dtype),
                                inp=r(Bp * Tp * 2 * Cp), B=Bp, T=Tp, C=Cp, H=Hp), ["out"], ["inp"],
                           ()),
+        "fission_rows": (dict(y=torch.zeros(Bp * Tp * 7, dtype=dtype), x=r(Bp * Tp * Cp),
+                              w=r(7 * Cp), b=r(7), N=Bp, T=Tp, C=Cp, O=7), ["y"],
+                         ["x", "w", "b"], ()),
         "gather": (dict(out=torch.zeros(40 * 3, dtype=dtype),
                         idx=torch.randint(0, 6, (40,), generator=g), table=r(6 * 3), N=40, C=3),
                    ["out"], ["table"], ()),
@@ -270,18 +301,21 @@ def _reference(name, args, seeds):
     elif name == "gather":
         rows = a["table"].view(-1, a["C"])[a["idx"]]
         y = (rows * rows).reshape(-1)
+    elif name == "fission_rows":
+        x = a["x"].view(a["N"] * a["T"], a["C"])
+        y = (x @ a["w"].view(a["O"], a["C"]).T + a["b"]).reshape(-1)
     else:
         raise KeyError(name)
-    y.backward(seeds["out"].double())
+    y.backward(next(iter(seeds.values())).double())
     return a
 
 
 @pytest.mark.parametrize("name", ["act", "rows", "prod", "gather", "omp_step", "omp_collapse",
-                                  "omp_collapse3"])
+                                  "omp_collapse3", "fission_rows"])
 @pytest.mark.parametrize("split", [False, True], ids=["pullback", "split"])
 def test_gradients_match_torch_and_are_bit_identical_across_threads(mod, name, split):
     before = torch.get_num_threads()
-    types_ = [(torch.float64, "f64")] + ([(torch.float32, "f32")] if "omp_" not in name else [])
+    types_ = [(torch.float64, "f64")] + ([(torch.float32, "f32")] if name not in CORPUS else [])
     try:
         for dtype, sfx in types_:
             args, outs, wrt, scalars = _cases(dtype)[name]

@@ -15,6 +15,7 @@ from .analysis import activity as activity_mod
 from .analysis.effects import written_params
 from .emit import cpp
 from .errors import DiffError
+from .opt.fission import fission
 from .opt.interchange import interchange
 from .opt.loop_order import forward_order
 from .opt.promote import derived_pointers, promote_accumulations
@@ -292,10 +293,10 @@ def overlapping(module: ir.Module, fn: ir.Function) -> list:
 
 
 def promotion(module: ir.Module, fn: ir.Function, roots: set):
-    """The passes that assume fn's adjoint roots do not overlap (loop interchange, scalar
-    promotion, then forward-order reverse loops) for fn's generated code, or the identity when
+    """The passes that assume fn's adjoint roots do not overlap (loop distribution, loop
+    interchange, scalar promotion, then forward-order reverse loops) for fn's generated code, or the identity when
     some of fn's pointer parameters may overlap (`overlapping`)."""
     if overlapping(module, fn):
         return lambda stmts: stmts
-    return lambda stmts: forward_order(promote_accumulations(interchange(stmts, roots), roots),
-                                       roots)
+    return lambda stmts: forward_order(promote_accumulations(
+        interchange(fission(stmts, roots), roots), roots), roots)

@@ -44,26 +44,14 @@ Runs before `promote.py`, which then sees the new inner loop.
 from __future__ import annotations
 
 from .. import ir
-from .loop_order import additive_terms, independent, pointer_groups, reversed_bounds
+from .loop_order import (additive_terms, independent, pointer_groups, reversed_bounds,
+                         rewrite_loops)
 
 
 def interchange(stmts, roots: set) -> list:
     """stmts: a generated function body; roots: names of its adjoint roots."""
     group = pointer_groups(stmts, roots)
-    return [_stmt(s, group) for s in stmts]
-
-
-def _stmt(s, group):
-    if isinstance(s, ir.Block):
-        return ir.Block(tuple(_stmt(x, group) for x in s.stmts), s.loc)
-    if isinstance(s, ir.If):
-        return ir.If(s.cond, _stmt(s.then, group), _stmt(s.other, group), s.loc)
-    if isinstance(s, ir.Loop):
-        s = ir.Loop(s.init, s.cond, s.inc, _stmt(s.body, group), s.loc, s.pragma, s.do_while)
-        swapped = _swap(s, group)
-        if swapped is not None:
-            return swapped
-    return s
+    return [rewrite_loops(s, lambda loop: _swap(loop, group), inner_first=True) for s in stmts]
 
 
 def _swap(outer: ir.Loop, group):

@@ -61,6 +61,26 @@ def pointer_groups(stmts, roots: set) -> dict:
     return group
 
 
+def rewrite_loops(s, visit, inner_first: bool = False):
+    """s with every loop nested in it replaced by `visit(loop)` where that is not None: outer
+    loops first (a replaced loop is not entered), or inner loops first (visit sees the loop
+    with its body already rewritten)."""
+    if isinstance(s, ir.Block):
+        return ir.Block(tuple(rewrite_loops(x, visit, inner_first) for x in s.stmts), s.loc)
+    if isinstance(s, ir.If):
+        return ir.If(s.cond, rewrite_loops(s.then, visit, inner_first),
+                     rewrite_loops(s.other, visit, inner_first), s.loc)
+    if not isinstance(s, ir.Loop):
+        return s
+    new = None if inner_first else visit(s)
+    if new is not None:
+        return new
+    s = ir.Loop(s.init, s.cond, s.inc, rewrite_loops(s.body, visit, inner_first), s.loc,
+                s.pragma, s.do_while)
+    new = visit(s) if inner_first else None
+    return s if new is None else new
+
+
 def _stmt(s, group, counter):
     if isinstance(s, ir.Block):
         return ir.Block(tuple(_stmt(x, group, counter) for x in s.stmts), s.loc)

@@ -25,6 +25,9 @@ only (the inner ones serial inside each parallel iteration):
   `torchclad::par_combine` in chunk order: the same bits for any number of threads;
 - otherwise the loop runs serially, and a warning says why.
 
+A reverse adding both into adjoints private to an iteration and into sums over iterations
+(a dense layer's d inp, d weight) is split by opt/fission.py first (`_distributed`).
+
 A pragma the engine cannot keep (a loop that is not canonical, a collapse over loops that
 are not perfectly nested, `omp for` outside a parallel region, a clause whose variables the
 records would get wrong) is dropped with a warning naming the loop and the reason.
@@ -36,6 +39,8 @@ from dataclasses import dataclass, replace
 
 from .. import ir, names
 from ..analysis.affine import key
+from ..opt import fission
+from ..opt.loop_order import pointer_groups
 from . import parallel, slots as slot_mod
 from .transform import TAPE
 
@@ -146,7 +151,6 @@ def recording(asm, nt: Nest) -> "tuple[str, list]":
 
 
 
-
 def number(nt: Nest, levels: tuple, trips: list) -> ir.Expr:
     """The iteration number of the current counters of `levels` (row-major)."""
     k = None
@@ -182,7 +186,6 @@ def _rebuild(levels, body: list, pragma: str) -> ir.Loop:
                        pragma if j == 0 else "")
         inner = [loop]
     return inner[0]
-
 
 
 def forward(asm, nt: Nest) -> list:
@@ -253,7 +256,6 @@ def _primal_of(asm) -> dict:
 
 
 
-
 def _levels(nt: Nest) -> list:
     out = []
     for _, _, c in nt.levels:
@@ -266,10 +268,22 @@ def _levels(nt: Nest) -> list:
 
 
 def reverse(asm, nt: Nest) -> list:
-    mode, saved = nt.mode, list(nt.saved)
     loop, path, _ = nt.levels[-1]
-    outer = nt.levels[0][0]
     body = list(asm.rev_block(loop.body, path + (1,)))
+    split = _distributed(asm, nt, body) if nt.mode == "none" else None
+    if split is None:
+        return _whole(asm, nt, body)
+    nests, guard = split
+    if guard is None:
+        return nests
+    # the proofs behind the split assume integers non-negative: else the nest as it was
+    return [ir.If(guard, ir.Block(tuple(nests)), ir.Block(tuple(_whole(asm, nt, body))), nt.loc)]
+
+
+def _whole(asm, nt: Nest, body: list) -> list:
+    """The reverse of the nest in one piece, given the reverse of one iteration."""
+    mode, saved = nt.mode, list(nt.saved)
+    outer = nt.levels[0][0]
     slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
     trips, decls = _trip_decls(asm, nt.levels) if mode != "none" or len(nt.levels) > 1 \
         else ([], [])
@@ -307,10 +321,54 @@ def reverse(asm, nt: Nest) -> list:
     return [ir.Block(tuple(decls + [nest_loop]), outer.loc)] if decls else [nest_loop]
 
 
-def _plan(asm, nt: Nest, body) -> tuple:
-    """(Plan, how many outer loops of the nest run in parallel, refusal) -- the widest."""
+def _distributed(asm, nt: Nest, body: list) -> "tuple | None":
+    """(the nests opt/fission.py splits the reverse into, each planned on its own, and the
+    condition its proof assumes) or None. Only for a nest whose iterations the parallel plan
+    shows independent at its whole width (fission.py's precondition)."""
+    if nt.kind == "simd" or asm.overlaps:
+        return None
+    last, path, _ = nt.levels[-1]
+    stmts = last.body.stmts
+    k = len(stmts) - 1
+    canon = asm.rv.canon.get(path + (1, k))
+    if k < 0 or not isinstance(stmts[k], ir.Loop) or stmts[k].pragma or canon is None \
+            or canon.step != 1 or any(isinstance(x, ir.Loop) for x in stmts[:k]):
+        return None
+    roots = set(asm.rv.adj_names.values())
+    split = fission.distribute(body, {c.var.name for _, _, c in nt.levels},
+                               pointer_groups(body, roots))
+    if split is None or split.inner.init[0].var.uid != canon.var.uid:
+        return None
+    plan, width, _ = _plan(asm, nt, body)
+    if plan is None or width != len(nt.levels):
+        return None
+    swapped = replace(nt, levels=((stmts[k], path + (1, k), canon),) + nt.levels)
+    sums = list(split.prefix) + list(split.inner.body.stmts)
+    planned = _plan(asm, swapped, sums, path=nt.levels[0][1])
+    if planned[0] is None:
+        return None
+    kept = _nest(asm, nt, list(split.kept), _plan(asm, nt, list(split.kept))) \
+        if split.kept is not None else []
+    return kept + _nest(asm, swapped, sums, planned), plan.guard
+
+
+def _nest(asm, nt: Nest, body: list, planned) -> list:
+    """A nest whose iterations record nothing, as its plan says."""
+    plan, width, refusal = planned
+    if plan is None:
+        asm.note(nt.loc, f"'#pragma {nt.levels[0][0].pragma}': the reverse loop runs "
+                         f"serially: {refusal}")
+        return [_rebuild(nt.levels, body, "")]
+    if plan.partials:
+        return [ir.Block(tuple(_chunked(asm, nt, width, [], None, body, plan)), nt.loc)]
+    return [_rebuild(nt.levels, body, _pragma(nt, width, plan))]
+
+
+def _plan(asm, nt: Nest, body, path=None) -> tuple:
+    """(Plan, how many outer loops of the nest run in parallel, refusal) -- the widest;
+    path: where the nest's outer loop is (default: its first level's)."""
     levels = _levels(nt)
-    defs = _outer_defs(asm, nt.levels[0][1])
+    defs = _outer_defs(asm, nt.levels[0][1] if path is None else path)
     primal_of = _primal_of(asm)
     refusal = ""
     for width in range(len(levels), 0, -1):
