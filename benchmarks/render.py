@@ -111,7 +111,7 @@ def reverse_table(sec: dict) -> str:
             _q(q.get("sweep_over_hand")),
             res.fmt_x(m["sweep_over_forward"]), res.fmt_x(m["hand_over_forward"]),
             res.fmt_x(m["reverse_forw_over_forward"]), res.fmt_x(m["fwd_bwd_generated_over_hand"]),
-            f"{tape / 2**20:.2f} MB" if tape >= 2**16 else f"{tape} B",
+            _tape(tape),
         ])
     head = ["kernel", "forward ms", "hand bwd ms", "generated sweep ms", "**sweep / hand**",
             "per-round median (p10–p90)", "sweep / fwd", "hand / fwd", "reverse_forw / fwd",
@@ -269,6 +269,26 @@ def higher_order_table(sec: dict) -> str:
     return text + ("\n\n" + "\n".join(notes) if notes else "")
 
 
+def llmc_table(sec: dict) -> str:
+    """llm.c's kernels as written: generated sweep / llm.c's backward, minima and median."""
+    rows = []
+    for r in sec.get("rows", []):
+        if r.get("status") != "ok":
+            rows.append([r.get("label", r.get("kernel", "?")), r.get("status", "?"), "", "", ""])
+            continue
+        m = r["min_ratios"]["sweep_over_hand"]
+        ok = " ✓" if r.get("meets_target") else " ✗"
+        rows.append([r["label"], f"**{m:.2f}×**{ok}", _q(r["ratios"].get("sweep_over_hand")),
+                     f"≤ {r['target']}×", _tape(r.get("tape_bytes", 0))])
+    return _table(["kernel", "generated sweep / llm.c backward", "per-round median", "target",
+                   "tape"], rows)
+
+
+def _tape(n: int) -> str:
+    """A tape's size: bytes, or MB from 64 KiB."""
+    return f"{n / 2**20:.2f} MB" if n >= 2**16 else f"{n} B"
+
+
 def _cell_median(row: dict | None, series: str) -> str:
     if row is None or row.get("status") != "ok":
         return _cell(row, series)
@@ -375,6 +395,15 @@ _INTROS = {
         "CPU-specific flags and libmvec vector math of the installed first-order kernels "
         "(GELU's `tanh` runs scalar), and with more threads than free cores the wall clock "
         "counts OpenMP barriers waiting for descheduled threads (note the load average).",
+    "llmc":
+        "llm.c's kernels as written (`benchmarks/bench_llmc.py --llmc PATH --write`; "
+        "`train_gpt2.c` is read from a checkout at run time, nothing of it is shipped): the "
+        "engine's reverse sweep of each forward kernel against llm.c's own hand-written "
+        "backward, gradients checked equal first, one OpenMP thread, process CPU time, "
+        "calls interleaved round by round, compiled with the installed kernels' flags. "
+        "Softmax -> cross-entropy is the two forwards composed in one function, against "
+        "llm.c's fused `crossentropy_softmax_backward` (target ≤ 3×). Headline: ratio of "
+        "minima; the per-round median beside it.",
     "libtorch":
         "`torchclad aot` ops in a C++ program (`benchmarks/bench_libtorch.py`, kernels from "
         "`examples/libtorch/kernels`): `torchclad_ops::gelu` / `layernorm` (backward: the "
@@ -426,6 +455,8 @@ _SECTIONS = (
      build_table),
     ("higher_order", "## Forward mode and second order: generated JVP and Hessian-vector "
                      "product vs torch's (CPU, float32)", higher_order_table),
+    ("llmc", "## llm.c's kernels as written: generated sweep vs llm.c's backward (C++, "
+             "float32)", llmc_table),
     ("libtorch", "## LibTorch C++ ops (`torchclad aot`): per-call overhead and fwd+bwd (CPU, "
                  "float32)", libtorch_table),
 )
