@@ -48,12 +48,38 @@ def _sweep(code: str, name: str) -> str:
 
 def test_disjoint_rows_record_nothing_per_element():
     forw = _sweep(differentiate(SOFTMAX_ROWS, "softmax_rows", "logits").code, "softmax_rows")
-    # one entry test; the two row writes and the padding are guarded by it, the
+    # one entry test; the two row writes and the padding record only when it fails, the
     # normalisation reads its result (no record of its own)
     assert re.search(r"bool _disjoint0 = .*-\(long\)V \+ \(long\)Vp >= 0", forw)
-    pushes = re.findall(r"^( *)_tape\.push\(p\[i\]\);", forw, re.M)
-    guarded = re.findall(r"if \(!_disjoint\d\) \{\n *_tape\.push\(p\[i\]\);", forw)
-    assert pushes and len(guarded) == len(pushes)
+    lines = forw.splitlines()
+    pushes = [k for k, line in enumerate(lines) if line.strip() == "_tape.push(p[i]);"]
+    assert pushes and all(_only_when_the_test_fails(lines, k) for k in pushes), forw
+    # opt/unswitch.py: the loops also come without any record, run when the test holds
+    assert re.search(r"if \(_disjoint0\) \{\n *for \(int i = 0; i < V; \+\+i\) \{\n"
+                     r" *p\[i\] = expf\(", forw), forw
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _only_when_the_test_fails(lines: list, k: int) -> bool:
+    """Whether line k runs only when an entry test `_disjointN` failed: it is inside
+    `if (!_disjointN) {`, or in the `else` of `if (_disjointN) {` (a loop unswitched on it)."""
+    depth = _indent(lines[k])
+    for j in range(k - 1, -1, -1):
+        line = lines[j]
+        if not line.strip() or _indent(line) >= depth:
+            continue
+        depth = _indent(line)
+        if re.fullmatch(r"if \(!_disjoint\d+\) \{", line.strip()):
+            return True
+        if line.strip() == "} else {":
+            head = next(lines[m] for m in range(j - 1, -1, -1) if _indent(lines[m]) == depth
+                        and lines[m].strip().startswith("if ("))
+            if re.fullmatch(r"if \(_disjoint\d+\) \{", head.strip()):
+                return True
+    return False
 
 
 def _fd_check(V: int, Vp: int):

@@ -596,6 +596,13 @@ CASES: list[Case] = [
     _c("fission_chain", "fission_rows.cpp", "fission_chain",
        {"y": a(15), "u": a(15), "x": a(12), "w": a(20), "R": i(3), "C": i(4), "O": i(5)},
        outputs=["y", "u"], tags=["no loop distribution: adjoint read after it is added into"]),
+    _c("unswitch_rows", "unswitch_rows.cpp", "unswitch_rows",
+       {"y": a(17), "x": a(12, -1, 1), "N": i(3), "V": i(4), "S": i(6)},
+       outputs=["y"], tags=["loop unswitched on a disjointness test", "test holds: no records"]),
+    _c("unswitch_rows_overlap", "unswitch_rows.cpp", "unswitch_rows",
+       {"y": a(8), "x": a(12, -1, 1), "N": i(3), "V": i(4), "S": i(2)},
+       outputs=["y"], tags=["loop unswitched on a disjointness test",
+                            "test fails: overlapping rows restored from the tape"]),
     _c("stored_result", "stored_result.cpp", "stored_result", {"out": a(12), "x": a(4), "n": i(4)},
        outputs=["out"], tags=["TORCHCLAD_WRITE_ONCE", "result read back (exp, tanh)", "local re-read"]),
     # ---- C++ written for Clad (issue #18): reproductions of what its tests showed -----------

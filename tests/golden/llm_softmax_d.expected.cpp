@@ -21,12 +21,17 @@ void softmax_forward_d_pullback(double* probs, const double* logits, int N, int 
         }
         _tape.push(_t0);
         double sum = 0.0;
-        for (int j = 0; j < V; ++j) {
-            if (!_disjoint0) {
-                _tape.push(p[j]);
+        if (_disjoint0) {
+            for (int j = 0; j < V; ++j) {
+                p[j] = std::exp(z[j] - mx);
+                sum += p[j];
             }
-            p[j] = std::exp(z[j] - mx);
-            sum += p[j];
+        } else {
+            for (int j = 0; j < V; ++j) {
+                _tape.push(p[j]);
+                p[j] = std::exp(z[j] - mx);
+                sum += p[j];
+            }
         }
         double inv = 1.0 / sum;
         for (int j = 0; j < V; ++j) {
@@ -55,16 +60,43 @@ void softmax_forward_d_pullback(double* probs, const double* logits, int N, int 
             _d_inv += p[j] * _r_d2;
         }
         _d_sum += -_d_inv / (sum * sum);
-        for (int j = V; j-- > 0; ) {
-            _d_probs[p - probs + j] += _d_sum;
-            double _r_d1 = _d_probs[p - probs + j];
-            _d_probs[p - probs + j] = 0;
-            if (!_disjoint0) {
-                p[j] = _tape.pop<double>();
+        if (_disjoint0) {
+            {
+                double _lane0[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int j = _ib0 + _j0;
+                        _d_probs[p - probs + j] += _d_sum;
+                        double _r_d1 = _d_probs[p - probs + j];
+                        _d_probs[p - probs + j] = 0;
+                        const double _cse0 = std::exp(z[j] - mx);
+                        _d_logits[z - logits + j] += _r_d1 * _cse0;
+                        _lane0[_j0] += -(_r_d1 * _cse0);
+                    }
+                }
+                for (int j = _ib0; j < V; ++j) {
+                    _d_probs[p - probs + j] += _d_sum;
+                    double _r_d1 = _d_probs[p - probs + j];
+                    _d_probs[p - probs + j] = 0;
+                    const double _cse0 = std::exp(z[j] - mx);
+                    _d_logits[z - logits + j] += _r_d1 * _cse0;
+                    _d_mx += -(_r_d1 * _cse0);
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_mx += _lane0[_j0];
+                }
             }
-            const double _cse0 = std::exp(z[j] - mx);
-            _d_logits[z - logits + j] += _r_d1 * _cse0;
-            _d_mx += -(_r_d1 * _cse0);
+        } else {
+            for (int j = V; j-- > 0; ) {
+                _d_probs[p - probs + j] += _d_sum;
+                double _r_d1 = _d_probs[p - probs + j];
+                _d_probs[p - probs + j] = 0;
+                p[j] = _tape.pop<double>();
+                const double _cse0 = std::exp(z[j] - mx);
+                _d_logits[z - logits + j] += _r_d1 * _cse0;
+                _d_mx += -(_r_d1 * _cse0);
+            }
         }
         if (_tape.pop<bool>()) {
             double _r_d0 = _d_mx;
@@ -97,12 +129,17 @@ void softmax_forward_d_reverse_forw(double* probs, const double* logits, int N, 
         }
         _tape.push(_t0);
         double sum = 0.0;
-        for (int j = 0; j < V; ++j) {
-            if (!_disjoint0) {
-                _tape.push(p[j]);
+        if (_disjoint0) {
+            for (int j = 0; j < V; ++j) {
+                p[j] = std::exp(z[j] - mx);
+                sum += p[j];
             }
-            p[j] = std::exp(z[j] - mx);
-            sum += p[j];
+        } else {
+            for (int j = 0; j < V; ++j) {
+                _tape.push(p[j]);
+                p[j] = std::exp(z[j] - mx);
+                sum += p[j];
+            }
         }
         double inv = 1.0 / sum;
         for (int j = 0; j < V; ++j) {
@@ -135,16 +172,43 @@ void softmax_forward_d_reverse_sweep(double* probs, const double* logits, int N,
             _d_inv += p[j] * _r_d2;
         }
         _d_sum += -_d_inv / (sum * sum);
-        for (int j = V; j-- > 0; ) {
-            _d_probs[p - probs + j] += _d_sum;
-            double _r_d1 = _d_probs[p - probs + j];
-            _d_probs[p - probs + j] = 0;
-            if (!_disjoint0) {
-                p[j] = _tape.pop<double>();
+        if (_disjoint0) {
+            {
+                double _lane0[16] = {};
+                int _ib0 = 0;
+                for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        int j = _ib0 + _j0;
+                        _d_probs[p - probs + j] += _d_sum;
+                        double _r_d1 = _d_probs[p - probs + j];
+                        _d_probs[p - probs + j] = 0;
+                        const double _cse0 = std::exp(z[j] - mx);
+                        _d_logits[z - logits + j] += _r_d1 * _cse0;
+                        _lane0[_j0] += -(_r_d1 * _cse0);
+                    }
+                }
+                for (int j = _ib0; j < V; ++j) {
+                    _d_probs[p - probs + j] += _d_sum;
+                    double _r_d1 = _d_probs[p - probs + j];
+                    _d_probs[p - probs + j] = 0;
+                    const double _cse0 = std::exp(z[j] - mx);
+                    _d_logits[z - logits + j] += _r_d1 * _cse0;
+                    _d_mx += -(_r_d1 * _cse0);
+                }
+                for (int _j0 = 0; _j0 < 16; ++_j0) {
+                    _d_mx += _lane0[_j0];
+                }
             }
-            const double _cse0 = std::exp(z[j] - mx);
-            _d_logits[z - logits + j] += _r_d1 * _cse0;
-            _d_mx += -(_r_d1 * _cse0);
+        } else {
+            for (int j = V; j-- > 0; ) {
+                _d_probs[p - probs + j] += _d_sum;
+                double _r_d1 = _d_probs[p - probs + j];
+                _d_probs[p - probs + j] = 0;
+                p[j] = _tape.pop<double>();
+                const double _cse0 = std::exp(z[j] - mx);
+                _d_logits[z - logits + j] += _r_d1 * _cse0;
+                _d_mx += -(_r_d1 * _cse0);
+            }
         }
         if (_tape.pop<bool>()) {
             double _r_d0 = _d_mx;

@@ -20,6 +20,7 @@ from .opt.interchange import interchange
 from .opt.loop_order import forward_order
 from .opt.promote import derived_pointers, promote_accumulations
 from .opt.simplify import cse_calls, dead_code, dead_resets
+from .opt.unswitch import unswitch
 from .plan import Node
 from .reverse.assemble import Assembler
 
@@ -110,18 +111,19 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     fwd_asm = Assembler(rv, an.split, split=True, overlaps=groups)
     rev_asm = Assembler(rv, an.split, split=True, overlaps=groups)
     flags = disjoint_flags(rv, an.split)
-    forward = flags + dead_code(fwd_asm.fwd_block(body, (), top=True))
+    forward = flags + unswitch(dead_code(fwd_asm.fwd_block(body, (), top=True)))
     promote = promotion(module, fn, roots)
-    sweep = flags + promote(dead_resets(dead_code(cse_calls(
-        rev_asm.rev_block(body, (), top=True)))))
+    sweep = flags + promote(unswitch(dead_resets(dead_code(cse_calls(
+        rev_asm.rev_block(body, (), top=True))))))
     writes = writes_primal(fn, sweep, roots, sweep_writes)
     decls, reset = global_adjoints(an)
     texts = list(decls)
     notes = fwd_asm.notes + rev_asm.notes
     if node.top:
         asm = Assembler(rv, an.combined, split=False, overlaps=groups)
-        combined = reset + disjoint_flags(rv, an.combined) + promote(dead_resets(dead_code(
-            cse_calls(asm.fwd_block(body, (), top=True) + asm.rev_block(body, (), top=True)))))
+        combined = reset + disjoint_flags(rv, an.combined) + promote(unswitch(dead_resets(
+            dead_code(cse_calls(asm.fwd_block(body, (), top=True) +
+                                asm.rev_block(body, (), top=True))))))
         if uses_tape(combined):
             combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
         texts += pullback_and_grad(node.base, fn, sig, combined)

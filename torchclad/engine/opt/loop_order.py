@@ -19,10 +19,10 @@ another updates. So the body (nested statements included) must satisfy:
 - a variable declared outside the body is only read, or only accumulated (`+=` / `-=`, never
   read in the body: a reduction);
 - memory outside the body (an adjoint root and the pointer locals derived from it; primal
-  memory the same way) is only read, or only accumulated into, or only read and reset (`= 0`)
-  at one index `e` that takes a different value in every iteration: `e` is a sum with exactly
-  one term in the loop variable (`i` or `i * k`, `k` a nonzero integer literal), its other
-  terms invariant in the loop;
+  memory the same way) is only read, or only accumulated into, or read, reset (`= 0`) and
+  accumulated into only at one index `e` that takes a different value in every iteration
+  (each iteration owns its element): `e` is a sum with exactly one term in the loop variable
+  (`i` or `i * k`, `k` a nonzero integer literal), its other terms invariant in the loop;
 - the loop bound is invariant in the loop.
 
 In an innermost such loop, the floating scalars the body only accumulates into (reductions: the
@@ -91,7 +91,7 @@ def _stmt(s, group, counter):
         s = ir.Loop(s.init, s.cond, s.inc, _stmt(s.body, group, counter), s.loc, s.pragma,
                     s.do_while)
         bounds = reversed_bounds(s)
-        scan = independent(s, bounds, group) if bounds is not None else None
+        scan = independent(s, bounds, group, owned=True) if bounds is not None else None
         if scan is not None:
             v, lo, hi = bounds
             reductions = _reductions(s, scan)
@@ -190,11 +190,15 @@ class _Reject(Exception):
     pass
 
 
-def independent(loop: ir.Loop, bounds, group) -> "_Scan | None":
-    """The scan of the loop's body if its iterations may run in any order, else None."""
+def independent(loop: ir.Loop, bounds, group, owned: bool = False) -> "_Scan | None":
+    """The scan of the loop's body if its iterations may run in any order, else None.
+    owned: an array accumulated into may also be read and reset, where every access to it is
+    at one index that differs in every iteration (loop distribution and interchange, which
+    move statements between loops, keep the stricter rule: memory accumulated into is never
+    read nor reset)."""
     v, lo, hi = bounds
     try:
-        scan = _Scan(loop, v, group)
+        scan = _Scan(loop, v, group, owned)
     except _Reject:
         return None
     # the bound is re-read every iteration now: nothing the body writes may feed it
@@ -211,8 +215,9 @@ def independent(loop: ir.Loop, bounds, group) -> "_Scan | None":
 class _Scan:
     """What one loop body does to everything declared outside it."""
 
-    def __init__(self, loop: ir.Loop, v: ir.Var, group) -> None:
+    def __init__(self, loop: ir.Loop, v: ir.Var, group, owned: bool = False) -> None:
         self.v = v
+        self.owned = owned
         self.group = group
         self.adjoint_roots = {r for rs in group.values() for r in rs}
         body = list(ir.walk_stmts(loop.body))
@@ -221,6 +226,7 @@ class _Scan:
         self.acc_vars: set = set()
         self.read_vars: set = set()
         self.acc_mem: set = set()
+        self.acc_at: dict = {}             # root -> [(base name, index or None)] accumulated
         self.read_mem: dict = {}           # root -> [(base name, index or None)]
         self.reset_mem: dict = {}          # root -> [(base name, index)]
         for s in body:
@@ -284,6 +290,9 @@ class _Scan:
                 return
             if accumulate:
                 self.acc_mem |= roots
+                for r in roots:
+                    self.acc_at.setdefault(r, []).append(
+                        (base.name, t.index if t.base is base else None))
             elif (s.op == "=" and ir.is_null(s.value) and t.base is base and roots
                     and roots <= self.adjoint_roots):
                 for r in roots:
@@ -298,6 +307,8 @@ class _Scan:
                 raise _Reject
             self._read(t.operand)
             self.acc_mem |= self.roots_of(base.name)
+            for r in self.roots_of(base.name):
+                self.acc_at.setdefault(r, []).append((base.name, None))
             self._read(s.value)
             return
         raise _Reject
@@ -329,17 +340,20 @@ class _Scan:
     def ok(self) -> bool:
         if self.acc_vars & self.read_vars:
             return False
-        for r in self.acc_mem:
-            if r in self.read_mem or r in self.reset_mem:
-                return False
-        for r, resets in self.reset_mem.items():
-            seen = set(resets) | set(self.read_mem.get(r, ()))
-            if len(seen) != 1:
-                return False
-            _, index = next(iter(seen))
-            if index is None or not self._injective(index):
-                return False
-        return True
+        if not self.owned and self.acc_mem & (set(self.read_mem) | set(self.reset_mem)):
+            return False
+        return all(self._private(r) for r in set(self.reset_mem) |
+                   {r for r in self.acc_mem if r in self.read_mem})
+
+    def _private(self, r) -> bool:
+        """Whether every access of root r in the body (reads, resets, accumulations) is at one
+        index that differs in every iteration: each iteration then owns its element."""
+        seen = set(self.reset_mem.get(r, ())) | set(self.read_mem.get(r, ())) | \
+            set(self.acc_at.get(r, ()))
+        if len(seen) != 1:
+            return False
+        _, index = next(iter(seen))
+        return index is not None and self._injective(index)
 
     def _injective(self, e) -> bool:
         terms: list = []
