@@ -358,6 +358,47 @@ def test_scratch_returned_after_backward_gives_the_same_steps(monkeypatch):
     assert model._fused.scratch and any(model._fused.arenas.values())
 
 
+def test_pooled_adjoints_start_zero_without_a_fill(monkeypatch):
+    """A completed sweep leaves the activations' adjoints and the logits' seed all zero (every
+    write's reverse resets the adjoint it read): checked once per shape, the pooled buffers are
+    then reused without a zero fill. A sweep that raised marks nothing, and a pooled buffer not
+    known to be zero is filled before the next sweep (the same gradients as fresh buffers)."""
+    from torchclad.nn.gpt2 import fused as fused_mod
+
+    cfg = tiny_config()
+    model, _ = make(cfg, True, torch.float64)
+    fresh = _twin_with_fresh_buffers(model)
+    idx, tgt = batch(cfg, 2, 5, seed=0)
+    model(idx, tgt)[1].backward()
+    f, key = model._fused, (torch.float64, 2, 5)
+    assert f.sweep_cleans == {("d_acts", key): True, ("d_logits", key): True}
+    assert f.scratch_zero == {("d_acts", key), ("d_logits", key)}
+    assert not f.scratch[("d_acts", key)].any() and not f.scratch[("d_logits", key)].any()
+
+    real = fused_mod._binding
+
+    def failing(mod, kind, dtype):
+        if kind != "reverse_sweep":
+            return real(mod, kind, dtype)
+
+        def sweep(*args):
+            raise RuntimeError("sweep failed")
+        return sweep
+
+    monkeypatch.setattr(fused_mod, "_binding", failing)
+    with pytest.raises(RuntimeError, match="sweep failed"):
+        model(idx, tgt)[1].backward()
+    assert not f.scratch_zero
+    monkeypatch.setattr(fused_mod, "_binding", real)
+    f.scratch[("d_acts", key)].fill_(1.0)   # as a sweep stopped half-way would leave it
+    f.scratch[("d_logits", key)].fill_(1.0)
+    for m in (model, fresh):
+        m.zero_grad(set_to_none=True)
+        m(idx, tgt)[1].backward()
+    _grads_equal(model, fresh)
+    assert f.scratch_zero == {("d_acts", key), ("d_logits", key)}
+
+
 def test_dtype_change_drops_the_other_dtype_buffers():
     cfg = tiny_config()
     model, _ = make(cfg, True)
