@@ -51,36 +51,46 @@ void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, i
 
 // The same with a lower triangular a (tri, M == K; see matmul_strided_one): d a gets its lower
 // part only, d b the products with the lower part of a only; by blocks of rows as in the
-// forward, the strictly lower part through GEMMs, the diagonal blocks in plain loops.
+// forward, the strictly lower part through GEMMs; in the diagonal block, d a through a small
+// GEMM computed whole of which only the lower part is added (its upper part, products with the
+// rows of op(b) after the row's own, is dropped: a NaN there goes nowhere; as dot products in
+// plain loops it did not vectorise), d b in plain loops over the lower part.
 template <typename T>
 void matmul_strided_adjoints_tri(const T* a, const T* b, int M, int N, int lda, int ldb, int ldo,
                                  int tb, T alpha, const T* dout, T* da, T* db, bool fixed) {
+    T blk[MATMUL_TRI_BLOCK * MATMUL_TRI_BLOCK];
     for (int r0 = 0; r0 < M; r0 += MATMUL_TRI_BLOCK) {
         const int r1 = r0 + MATMUL_TRI_BLOCK < M ? r0 + MATMUL_TRI_BLOCK : M;
+        const int nb = r1 - r0;
+        const T* g0 = dout + static_cast<long>(r0) * ldo;
         // d a rows [r0, r1), columns [0, r0); d op(b) rows [r0, r1) from the rows [r1, M) of a
-        matmul_strided_adjoints_gemm(a, b, r1 - r0, N, r0, lda, ldb, ldo, tb, alpha,
-                                     dout + static_cast<long>(r0) * ldo,
+        matmul_strided_adjoints_gemm(a, b, nb, N, r0, lda, ldb, ldo, tb, alpha, g0,
                                      da != nullptr ? da + static_cast<long>(r0) * lda : da,
                                      (T*)nullptr, fixed);
         const long boff = tb != 0 ? r0 : static_cast<long>(r0) * ldb;
         matmul_strided_adjoints_gemm(a + static_cast<long>(r1) * lda + r0, b + boff, M - r1, N,
-                                     r1 - r0, lda, ldb, ldo, tb, alpha,
+                                     nb, lda, ldb, ldo, tb, alpha,
                                      dout + static_cast<long>(r1) * ldo, (T*)nullptr,
                                      db != nullptr ? db + boff : db, fixed);
-        for (int i = r0; i < r1; i++) {
+        if (da != nullptr) {
+            for (int i = 0; i < nb * nb; i++) blk[i] = T(0);
+            matmul_strided_adjoints_gemm((const T*)nullptr, b + boff, nb, N, nb, nb, ldb, ldo, tb,
+                                         alpha, g0, blk, (T*)nullptr, fixed);
+            for (int i = 0; i < nb; i++) {
+                T* dai = da + static_cast<long>(r0 + i) * lda + r0;
+                for (int k = 0; k <= i; k++) dai[k] += blk[i * nb + k];
+            }
+        }
+        // d op(b) rows [r0, r1) from the block's lower part, in plain loops: a GEMM with zeros
+        // above the diagonal would multiply a NaN in d out by them and carry it into rows of
+        // d op(b) whose values that output never saw
+        for (int i = r0; db != nullptr && i < r1; i++) {
             const T* gi = dout + static_cast<long>(i) * ldo;
             for (int k = r0; k <= i; k++) {
                 const long bk = tb != 0 ? k : static_cast<long>(k) * ldb;  // op(b)[k, j] at bk + j * bj
                 const long bj = tb != 0 ? ldb : 1;
-                if (da != nullptr) {
-                    T sum = T(0);
-                    for (int j = 0; j < N; j++) sum += gi[j] * b[bk + j * bj];
-                    da[static_cast<long>(i) * lda + k] += alpha * sum;
-                }
-                if (db != nullptr) {
-                    const T s = alpha * a[static_cast<long>(i) * lda + k];
-                    for (int j = 0; j < N; j++) db[bk + j * bj] += s * gi[j];
-                }
+                const T s = alpha * a[static_cast<long>(i) * lda + k];
+                for (int j = 0; j < N; j++) db[bk + j * bj] += s * gi[j];
             }
         }
     }
