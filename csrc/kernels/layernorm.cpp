@@ -44,9 +44,14 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
         for (int k = 0; k < nb; k++) {
             for (int j = 0; j < 64; j++) a[j] += x[k * 64 + j];
         }
+        T ra[8];  // the 64 lanes in 8, each a fixed tree (vectorises; short dependency chains)
+        for (int j = 0; j < 8; j++) {
+            ra[j] = ((a[j] + a[j + 8]) + (a[j + 16] + a[j + 24]))
+                  + ((a[j + 32] + a[j + 40]) + (a[j + 48] + a[j + 56]));
+        }
         T sum = 0;
         for (int i = nb * 64; i < C; i++) sum += x[i];
-        for (int j = 0; j < 64; j++) sum += a[j];
+        for (int j = 0; j < 8; j++) sum += ra[j];
         T m = sum / C;
         T c = torchclad::detach(m);  // the mean, without a derivative (see above)
         T q[64];
@@ -62,24 +67,15 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
             T d = x[i] - c;
             sq += d * d;
         }
-        for (int j = 0; j < 64; j++) sq += q[j];
+        T rq[8];
+        for (int j = 0; j < 8; j++) {
+            rq[j] = ((q[j] + q[j + 8]) + (q[j + 16] + q[j + 24]))
+                  + ((q[j + 32] + q[j + 40]) + (q[j + 48] + q[j + 56]));
+        }
+        for (int j = 0; j < 8; j++) sq += rq[j];
         T s = T(1) / std::sqrt(sq / C + eps);
-        T mv[64];
-        T sv[64];
-        for (int j = 0; j < 64; j++) {
-            mv[j] = m;
-            sv[j] = s;
-        }
         T* o = out + n * C;
-        for (int k = 0; k < nb; k++) {
-            for (int j = 0; j < 64; j++) {
-                int i = k * 64 + j;
-                T w = weight != nullptr ? weight[i] : T(1);
-                T sh = bias != nullptr ? bias[i] : T(0);
-                o[i] = (x[i] - mv[j]) * sv[j] * w + sh;
-            }
-        }
-        for (int i = nb * 64; i < C; i++) {
+        for (int i = 0; i < C; i++) {
             T w = weight != nullptr ? weight[i] : T(1);
             T sh = bias != nullptr ? bias[i] : T(0);
             o[i] = (x[i] - m) * s * w + sh;
