@@ -15,20 +15,19 @@
 // Written for the engine and the vectoriser (the generated reverse sweep is what runs in
 // backward, so its loops must vectorise too):
 // - Every sum over a row runs in 64 independent lanes (lane j sees elements j, 64 + j, ...),
-//   combined at the end: vectorisable, with one fixed summation order (the same result for
-//   every vector width). The last C % 64 values go through a plain loop.
+//   folded to 8 by a fixed tree, then added in order (a vectorisable loop, short dependency
+//   chains, and one fixed summation order: the same result for every vector width). The last
+//   C % 64 values go through a plain loop.
 // - The variance is sum((x - c)^2) / C with c = torchclad::detach(mean): the same value, and the
 //   same gradient (2 (x - mean) / C: the mean's own path, -2 sum_i (x_i - mean) / C, is zero),
 //   without the reverse sweep computing that zero as a serial reduction over the row.
-// - The normalisation reads the mean and rstd from 64-lane copies (mv, sv): the reverse sweep
-//   then sums their adjoints (sum_i g_i w_i and sum_i g_i w_i xhat_i, the two reductions of the
-//   layernorm backward) in 64 lanes as well; the engine keeps the copies on the tape
-//   (2 x 64 values per row) with the row's two sums.
-// - The rows are independent: `omp parallel for`. The forward records each row's lane copies on
-//   its own per-iteration record; in the generated reverse a row writes only its own row of
-//   d inp, and adds into all of d weight and d bias, which the engine sums in partial sums per
-//   fixed chunk of rows, added in chunk order (the same bits for any number of threads; a null
-//   weight or bias is never touched).
+// - The normalisation reads the scalar mean and rstd: the engine sums their adjoints (sum_i g_i
+//   w_i and sum_i g_i w_i xhat_i, the two reductions of the layernorm backward) in 16 lanes of
+//   its own, forwards; the tape holds the row's two sums only.
+// - The rows are independent: `omp parallel for`. In the generated reverse a row writes only its
+//   own row of d inp, and adds into all of d weight and d bias, which the engine sums in partial
+//   sums per fixed chunk of rows, added in chunk order (the same bits for any number of threads;
+//   a null weight or bias is never touched).
 #include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
