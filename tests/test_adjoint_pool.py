@@ -99,3 +99,39 @@ def test_pool_over_many_call_signatures():
         loss = lambda y: (y * y).sum()  # noqa: E731
         for a, b in zip(_grads(tc, x, loss), _grads(ref, x, loss)):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_grad_reshaped_from_the_callers_tensor_is_not_modified():
+    """A grad that is a view (a reshape node) of a tensor the caller holds is copied."""
+    ref, tc = _pair()
+    x = torch.randn(6, 32, dtype=torch.float64)
+    g = torch.randn(6 * 32, dtype=torch.float64)
+    keep = g.clone()
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    for m, xi in zip((tc, ref), xs):
+        m.zero_grad(set_to_none=True)
+        m(xi).reshape(-1).backward(g)
+    assert torch.equal(g, keep)
+    torch.testing.assert_close(xs[0].grad, xs[1].grad, rtol=1e-10, atol=1e-10)
+
+
+def test_chain_through_reshapes_matches_torch():
+    """Linear -> LayerNorm -> GELU -> Linear on (B, T, C): the grads between the ops pass through
+    reshape nodes (views whose base nothing else holds) and are taken over; torch's gradients."""
+    torch.manual_seed(0)
+    mods = [tnn.Linear(16, 32, dtype=torch.float64), tnn.LayerNorm(32, dtype=torch.float64),
+            tnn.GELU(approximate="tanh"), tnn.Linear(32, 8, dtype=torch.float64)]
+    refs = [torch.nn.Linear(16, 32, dtype=torch.float64), torch.nn.LayerNorm(32, dtype=torch.float64),
+            torch.nn.GELU(approximate="tanh"), torch.nn.Linear(32, 8, dtype=torch.float64)]
+    for a, b in zip(mods, refs):
+        b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    for _ in range(3):
+        outs = []
+        for seq in (torch.nn.Sequential(*mods), torch.nn.Sequential(*refs)):
+            xi = x.clone().requires_grad_(True)
+            seq.zero_grad(set_to_none=True)
+            (seq(xi) ** 2).sum().backward()
+            outs.append([xi.grad] + [p.grad for p in seq.parameters()])
+        for a, b in zip(*outs):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)

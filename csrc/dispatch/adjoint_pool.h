@@ -11,9 +11,10 @@
 //
 // Seeds: the incoming grad itself when nothing else can see it (the autograd engine handed over
 // its only reference, no other tensor shares its storage, and it is contiguous, of the seed's
-// dtype and shape): the sweep may then reset it in place, instead of working on a copy. This is
-// the test torch's AccumulateGrad makes before it steals a gradient; a grad the caller still holds
-// (`y.backward(g)`, a hook, retain_grad) has more references and is copied.
+// dtype and shape; a view -- a grad reshaped by a view node -- only when its base is held by the
+// view alone): the sweep may then reset it in place, instead of working on a copy. This is the
+// test torch's AccumulateGrad makes before it steals a gradient; a grad the caller still holds
+// (`y.backward(g)`, a hook, retain_grad, a view of either) has more references and is copied.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -59,6 +60,9 @@ class AdjointPool {
   // The seeds of a finished sweep: kept (all zero) for later input adjoints.
   void give_back(std::vector<at::Tensor>& seeds) {
     for (auto& t : seeds) {
+      if (t.is_view())  // a grad taken over from a view node: kept as a plain tensor on its memory
+        t = at::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(),
+                                              t.strides());
       Key key{t.sizes().vec(), t.scalar_type()};
       std::lock_guard<std::mutex> lock(mu_);
       if (!enabled_) return;
@@ -89,11 +93,16 @@ class AdjointPool {
   using Key = std::pair<std::vector<int64_t>, at::ScalarType>;
 
   static bool stealable(const at::Tensor& g, at::IntArrayRef shape, at::ScalarType dtype) {
-    return g.use_count() == 1 && g.scalar_type() == dtype && g.device().is_cpu() &&
-           g.layout() == at::kStrided && !g.is_view() && !g.requires_grad() &&
-           g.sizes() == shape && g.is_contiguous() && !g.is_inference() &&
-           g.storage().use_count() == 1 && !g._fw_grad(0).defined() &&
-           g.key_set().has(c10::DispatchKey::CPU) && !g.is_conj() && !g.is_neg();
+    if (!(g.use_count() == 1 && g.scalar_type() == dtype && g.device().is_cpu() &&
+          g.layout() == at::kStrided && !g.requires_grad() && g.sizes() == shape &&
+          g.is_contiguous() && !g.is_inference() && !g._fw_grad(0).defined() &&
+          g.key_set().has(c10::DispatchKey::CPU) && !g.is_conj() && !g.is_neg()))
+      return false;
+    if (!g.is_view()) return g.storage().use_count() == 1;
+    // A view (a grad reshaped by a view node): only if its base is referenced by the view alone
+    // and no third tensor shares the memory.
+    const at::TensorBase& base = g._base();
+    return base.use_count() == 1 && !base.is_view() && g.storage().use_count() == 2;
   }
 
   std::mutex mu_;
