@@ -189,7 +189,7 @@ if HAVE_ENGINE:
         _ext.torchclad_isa = _isa
         ext_modules.append(_ext)
     _ext = Extension("torchclad._C_dispatch", sources=["csrc/dispatch/kernel_call.cpp"],
-                     language="c++")
+                     depends=["csrc/dispatch/adjoint_pool.h"], language="c++")
     _ext.torchclad_isa = "dispatch"
     ext_modules.append(_ext)
 else:

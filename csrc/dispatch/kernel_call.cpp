@@ -35,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include "adjoint_pool.h"
+
 namespace py = pybind11;
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
@@ -93,6 +95,8 @@ struct Spec {
   std::vector<std::vector<at::ScalarType>> adj_dtype;  // [scalar][adjoint]
   std::vector<int> diff_in, diff_out;  // diff_out: outputs with a gradient (then the result)
   py::object planner, fallback;
+  // seeds and input adjoints reused from sweep to sweep (adjoint_pool.h)
+  torchclad_dispatch::AdjointPool pool;
   // calls of each entry point (tests read them: stats())
   std::atomic<long> n_primal{0}, n_forw{0}, n_sweep{0};
 
@@ -186,7 +190,8 @@ class KernelBackward : public Node {
     } else if (s.sweep_restores) {
       for (size_t o = 0; o < s.out_param.size(); ++o) kept.emplace_back(outs[o], outs[o].clone());
     }
-    std::vector<at::Tensor> adj = adjoints(grads, outs);
+    std::vector<at::Tensor> seeds;
+    std::vector<at::Tensor> adj = adjoints(grads, outs, seeds);
     std::vector<Arg> call(args.begin(), args.end());
     if (s.has_ret) {
       Arg seed{};
@@ -207,6 +212,7 @@ class KernelBackward : public Node {
     for (auto& [buf, values] : kept)  // a raw copy back: the version counter is not bumped
       std::memcpy(buf.data_ptr(), values.data_ptr(), buf.numel() * buf.element_size());
     scratch_.clear();
+    spec_->pool.give_back(seeds);
     variable_list res;
     for (int i : s.diff_in) {
       at::Tensor g;
@@ -253,22 +259,31 @@ class KernelBackward : public Node {
     return outs;
   }
 
-  std::vector<at::Tensor> adjoints(const variable_list& grads, const std::vector<at::Tensor>& outs) {
-    const Spec& s = *spec_;
+  // The sweep's adjoint buffers: seeds from the grads (the grad itself when nothing else sees it,
+  // else a copy; zeros for a missing one), input adjoints zero-filled (from the pool of earlier
+  // seeds when it has one). `seeds` receives the buffers that are scratch once the sweep is done.
+  std::vector<at::Tensor> adjoints(variable_list& grads, const std::vector<at::Tensor>& outs,
+                                   std::vector<at::Tensor>& seeds) {
+    Spec& s = *spec_;
     std::vector<at::Tensor> adj;
     for (size_t j = 0; j < s.adj_role.size(); ++j) {
-      auto opts = at::TensorOptions().dtype(s.adj_dtype[scalar_][j]);
+      const at::ScalarType dt = s.adj_dtype[scalar_][j];
       const int role = s.adj_role[j], idx = s.adj_index[j];
       if (role == kSeed || role == kInOut) {
         at::Tensor g;
         for (size_t k = 0; k < s.diff_out.size(); ++k)
-          if (s.diff_out[k] == idx && k < grads.size()) g = grads[k];
-        adj.push_back(g.defined() ? g.to(opts.dtype()).clone(at::MemoryFormat::Contiguous)
-                                  : at::zeros(outs[idx].sizes(), opts));
+          if (s.diff_out[k] == idx && k < grads.size()) g = std::move(grads[k]);
+        if (role == kInOut) {  // handed out as an input's gradient: never pooled
+          adj.push_back(g.defined() ? g.to(dt).clone(at::MemoryFormat::Contiguous)
+                                    : at::zeros(outs[idx].sizes(), at::TensorOptions().dtype(dt)));
+          continue;
+        }
+        adj.push_back(s.pool.seed(std::move(g), outs[idx].sizes(), dt));
+        seeds.push_back(adj.back());
       } else if (role == kInput) {
-        adj.push_back(at::zeros(bufs_[idx].unpack().sizes(), opts));
+        adj.push_back(s.pool.zeros(bufs_[idx].unpack().sizes(), dt));
       } else {
-        adj.push_back(at::zeros({}, opts));
+        adj.push_back(at::zeros({}, at::TensorOptions().dtype(dt)));
       }
     }
     return adj;
@@ -499,6 +514,7 @@ class KernelCall {
     s.has_ret = cfg["has_ret"].cast<bool>();
     s.ret_diff = cfg["ret_diff"].cast<bool>();
     s.sweep_restores = cfg["sweep_restores"].cast<bool>();
+    if (s.zero_outputs) s.pool.disable();  // seeds need not come back all zero
     s.ret_code = cfg["ret_code"].cast<std::string>().at(0);
     if (s.has_ret)
       for (auto& row : dtypes(cfg, "ret_dtype")) s.ret_dtype.push_back(row.at(0));

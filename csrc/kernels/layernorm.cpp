@@ -15,20 +15,19 @@
 // Written for the engine and the vectoriser (the generated reverse sweep is what runs in
 // backward, so its loops must vectorise too):
 // - Every sum over a row runs in 64 independent lanes (lane j sees elements j, 64 + j, ...),
-//   combined at the end: vectorisable, with one fixed summation order (the same result for
-//   every vector width). The last C % 64 values go through a plain loop.
+//   folded to 8 by a fixed tree, then added in order (a vectorisable loop, short dependency
+//   chains, and one fixed summation order: the same result for every vector width). The last
+//   C % 64 values go through a plain loop.
 // - The variance is sum((x - c)^2) / C with c = torchclad::detach(mean): the same value, and the
 //   same gradient (2 (x - mean) / C: the mean's own path, -2 sum_i (x_i - mean) / C, is zero),
 //   without the reverse sweep computing that zero as a serial reduction over the row.
-// - The normalisation reads the mean and rstd from 64-lane copies (mv, sv): the reverse sweep
-//   then sums their adjoints (sum_i g_i w_i and sum_i g_i w_i xhat_i, the two reductions of the
-//   layernorm backward) in 64 lanes as well; the engine keeps the copies on the tape
-//   (2 x 64 values per row) with the row's two sums.
-// - The rows are independent: `omp parallel for`. The forward records each row's lane copies on
-//   its own per-iteration record; in the generated reverse a row writes only its own row of
-//   d inp, and adds into all of d weight and d bias, which the engine sums in partial sums per
-//   fixed chunk of rows, added in chunk order (the same bits for any number of threads; a null
-//   weight or bias is never touched).
+// - The normalisation reads the scalar mean and rstd: the engine sums their adjoints (sum_i g_i
+//   w_i and sum_i g_i w_i xhat_i, the two reductions of the layernorm backward) in 16 lanes of
+//   its own, forwards; the tape holds the row's two sums only.
+// - The rows are independent: `omp parallel for`. In the generated reverse a row writes only its
+//   own row of d inp, and adds into all of d weight and d bias, which the engine sums in partial
+//   sums per fixed chunk of rows, added in chunk order (the same bits for any number of threads;
+//   a null weight or bias is never touched).
 #include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
@@ -44,9 +43,14 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
         for (int k = 0; k < nb; k++) {
             for (int j = 0; j < 64; j++) a[j] += x[k * 64 + j];
         }
+        T ra[8];  // the 64 lanes in 8, each a fixed tree (vectorises; short dependency chains)
+        for (int j = 0; j < 8; j++) {
+            ra[j] = ((a[j] + a[j + 8]) + (a[j + 16] + a[j + 24]))
+                  + ((a[j + 32] + a[j + 40]) + (a[j + 48] + a[j + 56]));
+        }
         T sum = 0;
         for (int i = nb * 64; i < C; i++) sum += x[i];
-        for (int j = 0; j < 64; j++) sum += a[j];
+        for (int j = 0; j < 8; j++) sum += ra[j];
         T m = sum / C;
         T c = torchclad::detach(m);  // the mean, without a derivative (see above)
         T q[64];
@@ -62,24 +66,15 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
             T d = x[i] - c;
             sq += d * d;
         }
-        for (int j = 0; j < 64; j++) sq += q[j];
+        T rq[8];
+        for (int j = 0; j < 8; j++) {
+            rq[j] = ((q[j] + q[j + 8]) + (q[j + 16] + q[j + 24]))
+                  + ((q[j + 32] + q[j + 40]) + (q[j + 48] + q[j + 56]));
+        }
+        for (int j = 0; j < 8; j++) sq += rq[j];
         T s = T(1) / std::sqrt(sq / C + eps);
-        T mv[64];
-        T sv[64];
-        for (int j = 0; j < 64; j++) {
-            mv[j] = m;
-            sv[j] = s;
-        }
         T* o = out + n * C;
-        for (int k = 0; k < nb; k++) {
-            for (int j = 0; j < 64; j++) {
-                int i = k * 64 + j;
-                T w = weight != nullptr ? weight[i] : T(1);
-                T sh = bias != nullptr ? bias[i] : T(0);
-                o[i] = (x[i] - mv[j]) * sv[j] * w + sh;
-            }
-        }
-        for (int i = nb * 64; i < C; i++) {
+        for (int i = 0; i < C; i++) {
             T w = weight != nullptr ? weight[i] : T(1);
             T sh = bias != nullptr ? bias[i] : T(0);
             o[i] = (x[i] - m) * s * w + sh;

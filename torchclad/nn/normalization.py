@@ -11,6 +11,10 @@ from torch.nn import Parameter
 from ..builtin import ops as builtin_ops
 from .checks import check_input, check_int32, factory_kwargs, params_dtype
 
+_PLAIN = (torch.Tensor, Parameter)
+_FLOATING = (torch.float32, torch.float64)
+_INT32_MAX = 2**31 - 1
+
 
 class LayerNorm(torch.nn.Module):
     """Layer normalisation over the trailing ``normalized_shape``, like :class:`torch.nn.LayerNorm`.
@@ -57,6 +61,18 @@ class LayerNorm(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        w, b = self.weight, self.bias
+        # The usual call, checked in a few attribute reads (the op checks again); anything else
+        # takes the full checks below, which explain what is wrong.
+        if (type(input) in _PLAIN and w is not None and not torch.compiler.is_compiling() and b is not None
+                and len(self.normalized_shape) == 1 and input.dtype is w.dtype is b.dtype
+                and input.dtype in _FLOATING and input.is_cpu and w.is_cpu and b.is_cpu
+                and input.dim() >= 1 and input.shape[-1] == self.normalized_shape[0]
+                and input.numel() <= _INT32_MAX):
+            return builtin_ops.layernorm_kernel_op(self.eps)(input, w, b)[0]
+        return self._forward_checked(input)
+
+    def _forward_checked(self, input: torch.Tensor) -> torch.Tensor:
         dtype = params_dtype("LayerNorm", ("weight", self.weight), ("bias", self.bias))
         k = len(self.normalized_shape)
         check_input("LayerNorm", input, dtype=dtype, min_dim=k,

@@ -152,13 +152,23 @@ inline long par_begin(long c, long n, long k) {
 template <class T>
 void par_combine(T* dst, const T* parts, long k, long elements) {
   if (dst == nullptr || k <= 0) return;
+  // In blocks of kBlock elements, the chunks outer and the elements inner (vectorises): each
+  // element's sum is still parts[j] + parts[elements + j] + ... in chunk order.
+  constexpr long kBlock = 256;
+  const long blocks = (elements + kBlock - 1) / kBlock;
 #ifdef _OPENMP
 #pragma omp parallel for if (elements >= 8192)
 #endif
-  for (long j = 0; j < elements; ++j) {
-    T s = parts[j];
-    for (long c = 1; c < k; ++c) s += parts[c * elements + j];
-    if (s != T(0)) dst[j] += s;
+  for (long b = 0; b < blocks; ++b) {
+    const long lo = b * kBlock, n = elements - lo < kBlock ? elements - lo : kBlock;
+    T s[kBlock];
+    for (long j = 0; j < n; ++j) s[j] = parts[lo + j];
+    for (long c = 1; c < k; ++c) {
+      const T* p = parts + c * elements + lo;
+      for (long j = 0; j < n; ++j) s[j] += p[j];
+    }
+    for (long j = 0; j < n; ++j)
+      if (s[j] != T(0)) dst[lo + j] += s[j];
   }
 }
 

@@ -1,0 +1,114 @@
+// The adjoint buffers of one op's reverse sweeps in the C++ eager path (kernel_call.cpp), and the
+// pool they are reused from -- the C++ twin of torchclad/bridge/scratch.py.
+//
+// A sweep reads its seeds and zeroes them as it reads (Clad's convention), so once it returns they
+// are scratch. For a kernel that writes every element of its outputs (zero_outputs=False: every
+// built-in kernel), each output write's reverse reads and resets that element's adjoint, so the
+// seeds come back all zero: kept here, one of them starts an input adjoint of the same shape and
+// dtype in a later sweep (the sweep accumulates into it) instead of a freshly zero-filled buffer --
+// a memory pass fewer per backward. Checked on the first seed of each (shape, dtype); a seed found
+// not all zero turns the pool off for the op.
+//
+// Seeds: the incoming grad itself when nothing else can see it (the autograd engine handed over
+// its only reference, no other tensor shares its storage, and it is contiguous, of the seed's
+// dtype and shape; a view -- a grad reshaped by a view node -- only when its base is held by the
+// view alone): the sweep may then reset it in place, instead of working on a copy. This is the
+// test torch's AccumulateGrad makes before it steals a gradient; a grad the caller still holds
+// (`y.backward(g)`, a hook, retain_grad, a view of either) has more references and is copied.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace torchclad_dispatch {
+
+class AdjointPool {
+ public:
+  static constexpr size_t kPerKey = 2, kKeys = 4;
+
+  // A zero-filled buffer: from the pool, else a fresh one.
+  at::Tensor zeros(at::IntArrayRef shape, at::ScalarType dtype) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (enabled_) {
+        auto it = zero_.find(Key{shape.vec(), dtype});
+        if (it != zero_.end() && !it->second.empty()) {
+          at::Tensor t = std::move(it->second.back());
+          it->second.pop_back();
+          return t;
+        }
+      }
+    }
+    return at::zeros(shape, at::TensorOptions().dtype(dtype));
+  }
+
+  // A seed holding `g` (may be undefined: zeros): `g` itself when it can be taken over (see
+  // above), else a contiguous copy. `g` is moved from.
+  at::Tensor seed(at::Tensor&& g, at::IntArrayRef shape, at::ScalarType dtype) {
+    if (!g.defined()) return zeros(shape, dtype);
+    if (stealable(g, shape, dtype)) return std::move(g);
+    at::Tensor s = at::empty(shape, at::TensorOptions().dtype(dtype));
+    s.copy_(g);
+    return s;
+  }
+
+  // The seeds of a finished sweep: kept (all zero) for later input adjoints.
+  void give_back(std::vector<at::Tensor>& seeds) {
+    for (auto& t : seeds) {
+      if (t.is_view())  // a grad taken over from a view node: kept as a plain tensor on its memory
+        t = at::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(),
+                                              t.strides());
+      Key key{t.sizes().vec(), t.scalar_type()};
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!enabled_) return;
+      if (!checked_.count(key)) {
+        if (t.any().item<bool>()) {  // the sweep does not reset every element: no pool
+          enabled_ = false;
+          zero_.clear();
+          return;
+        }
+        checked_.insert(key);
+      }
+      auto it = zero_.find(key);
+      if (it == zero_.end()) {
+        if (zero_.size() >= kKeys) zero_.erase(zero_.begin());
+        it = zero_.emplace(key, std::vector<at::Tensor>{}).first;
+      }
+      if (it->second.size() < kPerKey) it->second.push_back(std::move(t));
+    }
+    seeds.clear();
+  }
+
+  void disable() {
+    std::lock_guard<std::mutex> lock(mu_);
+    enabled_ = false;
+  }
+
+ private:
+  using Key = std::pair<std::vector<int64_t>, at::ScalarType>;
+
+  static bool stealable(const at::Tensor& g, at::IntArrayRef shape, at::ScalarType dtype) {
+    if (!(g.use_count() == 1 && g.scalar_type() == dtype && g.device().is_cpu() &&
+          g.layout() == at::kStrided && !g.requires_grad() && g.sizes() == shape &&
+          g.is_contiguous() && !g.is_inference() && !g._fw_grad(0).defined() &&
+          g.key_set().has(c10::DispatchKey::CPU) && !g.is_conj() && !g.is_neg()))
+      return false;
+    if (!g.is_view()) return g.storage().use_count() == 1;
+    // A view (a grad reshaped by a view node): only if its base is referenced by the view alone
+    // and no third tensor shares the memory.
+    const at::TensorBase& base = g._base();
+    return base.use_count() == 1 && !base.is_view() && g.storage().use_count() == 2;
+  }
+
+  std::mutex mu_;
+  bool enabled_ = true;
+  std::map<Key, std::vector<at::Tensor>> zero_;
+  std::set<Key> checked_;
+};
+
+}  // namespace torchclad_dispatch
