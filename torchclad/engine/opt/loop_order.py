@@ -225,12 +225,16 @@ class _Scan:
         self.points_to: dict = {}          # body-local pointer -> outer roots it may point into
         self.acc_vars: set = set()
         self.read_vars: set = set()
-        self.acc_mem: set = set()
         self.acc_at: dict = {}             # root -> [(base name, index or None)] accumulated
         self.read_mem: dict = {}           # root -> [(base name, index or None)]
         self.reset_mem: dict = {}          # root -> [(base name, index)]
         for s in body:
             self._statement(s)
+
+    @property
+    def acc_mem(self) -> set:
+        """The roots the body accumulates into."""
+        return set(self.acc_at)
 
     # -- classification
 
@@ -289,7 +293,6 @@ class _Scan:
                 self._read(s.value)          # a local array of the body
                 return
             if accumulate:
-                self.acc_mem |= roots
                 for r in roots:
                     self.acc_at.setdefault(r, []).append(
                         (base.name, t.index if t.base is base else None))
@@ -306,7 +309,6 @@ class _Scan:
             if base is None:
                 raise _Reject
             self._read(t.operand)
-            self.acc_mem |= self.roots_of(base.name)
             for r in self.roots_of(base.name):
                 self.acc_at.setdefault(r, []).append((base.name, None))
             self._read(s.value)
