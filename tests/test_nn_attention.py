@@ -143,10 +143,10 @@ def test_attention_tape_holds_only_row_statistics():
     forw = dict(d.functions)["attention_forward_reverse_forw"]
     pushes = [line.strip() for line in forw.splitlines() if "_tape.push" in line]
     slots = [line.strip() for line in forw.splitlines()
-             if re.fullmatch(r"_t\d+\[.*\] = (smax|sum);", line.strip())]
-    # per row its argmax and its sum of exps, nothing per (t, s) pair: the probability the
+             if re.fullmatch(r"_t\d+\[.*\] = (m0|sum);", line.strip())]
+    # per row its max and its sum of exps, nothing per (t, s) pair: the probability the
     # weighted sum reads into a local is re-read from att (WRITE_ONCE) in the sweep. The rows
     # run in parallel, so the two values go to per-row slots, pushed whole after the loop.
-    assert len(slots) == 2 and [s.split(" = ")[1] for s in slots] == ["smax;", "sum;"]
+    assert len(slots) == 2 and [s.split(" = ")[1] for s in slots] == ["m0;", "sum;"]
     assert len(pushes) == 2 and all(p.startswith("_tape.push_array(") for p in pushes)
     assert "#pragma omp parallel for collapse(3)" in forw

@@ -83,14 +83,18 @@ void matmul_strided_adjoints_tri(const T* a, const T* b, int M, int N, int lda, 
         }
         // d op(b) rows [r0, r1) from the block's lower part, in plain loops: a GEMM with zeros
         // above the diagonal would multiply a NaN in d out by them and carry it into rows of
-        // d op(b) whose values that output never saw
+        // d op(b) whose values that output never saw. op(b)[k, j] is b[k * ldb + j] (tb == 0:
+        // attention's att @ v, a unit-stride row the loop vectorises) or b[j * ldb + k].
         for (int i = r0; db != nullptr && i < r1; i++) {
             const T* gi = dout + static_cast<long>(i) * ldo;
             for (int k = r0; k <= i; k++) {
-                const long bk = tb != 0 ? k : static_cast<long>(k) * ldb;  // op(b)[k, j] at bk + j * bj
-                const long bj = tb != 0 ? ldb : 1;
                 const T s = alpha * a[static_cast<long>(i) * lda + k];
-                for (int j = 0; j < N; j++) db[bk + j * bj] += s * gi[j];
+                if (tb == 0) {
+                    T* dbk = db + static_cast<long>(k) * ldb;
+                    for (int j = 0; j < N; j++) dbk[j] += s * gi[j];
+                } else {
+                    for (int j = 0; j < N; j++) db[static_cast<long>(j) * ldb + k] += s * gi[j];
+                }
             }
         }
     }

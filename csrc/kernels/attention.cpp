@@ -31,7 +31,7 @@
 // element it writes (docs/ENGINE_REQUESTS.md nn-4). out and att are written once each; preatt
 // above the diagonal is written twice (the GEMM's score, then the mask's 0), and nothing reads
 // the first value: the reverse of the mask zeroes its adjoint and the GEMM's pullback needs q
-// and k only. The tape holds two values per row, its argmax and its sum of exps; the sweep
+// and k only. The tape holds two values per row, its max and its sum of exps; the sweep
 // reads the probabilities back from att (a probability is written as
 // exp(score - max - log(sum)), whose derivative is itself).
 //
@@ -51,7 +51,8 @@
 //   sweep carries no derivative through it (with the max itself it would: zero in exact
 //   arithmetic, computed as a serial reduction over the row). Exact matters: exp(max - shift)
 //   is exactly 1, so a saturated row (one probability 1, the rest 0) gets an exactly zero
-//   gradient, as with torch. The row's sum of exps runs in 32 lanes (their exps vectorise too).
+//   gradient, as with torch. The row's max and its sum of exps run in 16 lanes (the exps
+//   vectorise too; at most 15 values of a row go through the scalar tail).
 #include <torchclad/runtime.h>  // torchclad::detach
 #include <cmath>
 
@@ -71,21 +72,32 @@ void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE prea
             for (int t = 0; t < Tn; t++) {
                 T* pre = preatt + ((b * NH + h) * Tn + t) * Tn;
                 T* a = att + ((b * NH + h) * Tn + t) * Tn;
-                // where the largest visible score is (an int: no derivative of its own)
-                int smax = 0;
-                for (int s = 1; s <= t; s++) smax = pre[s] > pre[smax] ? s : smax;
-                for (int s = t + 1; s < Tn; s++) pre[s] = T(0);
-                T mx = torchclad::detach(pre[smax]);
+                // the largest visible score, in 16 lanes (a chain of compares through the
+                // index of the max so far did not vectorise); a NaN never wins a compare, as
+                // with an argmax, so the value is the same; no derivative (detach)
                 int n = t + 1;
-                int sb = n / 32;
-                T e[32];
-                for (int j = 0; j < 32; j++) e[j] = T(0);
+                int sb = n / 16;  // full blocks of 16; then n % 16 more
+                T mv[16];
+                for (int j = 0; j < 16; j++) mv[j] = pre[0];
                 for (int kb = 0; kb < sb; kb++) {
-                    for (int j = 0; j < 32; j++) e[j] += std::exp(pre[kb * 32 + j] - mx);
+                    for (int j = 0; j < 16; j++) {
+                        T v = pre[kb * 16 + j];
+                        mv[j] = v > mv[j] ? v : mv[j];
+                    }
+                }
+                T m0 = pre[0];
+                for (int s = sb * 16; s < n; s++) m0 = pre[s] > m0 ? pre[s] : m0;
+                for (int j = 0; j < 16; j++) m0 = mv[j] > m0 ? mv[j] : m0;
+                for (int s = t + 1; s < Tn; s++) pre[s] = T(0);
+                T mx = torchclad::detach(m0);
+                T e[16];
+                for (int j = 0; j < 16; j++) e[j] = T(0);
+                for (int kb = 0; kb < sb; kb++) {
+                    for (int j = 0; j < 16; j++) e[j] += std::exp(pre[kb * 16 + j] - mx);
                 }
                 T sum = 0;
-                for (int s = sb * 32; s < n; s++) sum += std::exp(pre[s] - mx);
-                for (int j = 0; j < 32; j++) sum += e[j];
+                for (int s = sb * 16; s < n; s++) sum += std::exp(pre[s] - mx);
+                for (int j = 0; j < 16; j++) sum += e[j];
                 T ls = std::log(sum);
                 for (int s = 0; s < n; s++) a[s] = std::exp(pre[s] - mx - ls);
                 for (int s = n; s < Tn; s++) a[s] = T(0);
