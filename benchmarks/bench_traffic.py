@@ -2,10 +2,11 @@
 
 Counts the values each non-GEMM pass of one forward + generated reverse sweep reads and writes,
 as the kernels are laid out today (csrc/kernels/gpt2.cpp: one pass per layer kernel, bias fills
-and d-bias reductions around the GEMMs, adjoints accumulated (read + write) and reset as they are
-read), and measures the streaming bandwidth of this machine (torch copy / triad / fill over a
-working set the size of the demo arena) at 1 and at torch's default thread count. traffic /
-bandwidth + the step's GEMM floor bounds what this design can reach. The floor and the eager /
+and d-bias reductions around the GEMMs, adjoints accumulated (read + write) and reset as they
+are read, the gradient buffer zero-filled), and measures the streaming bandwidth of this machine
+(torch copy / triad / fill over a working set the size of the demo arena) at 1 and at torch's
+default thread count. traffic / bandwidth + the step's GEMM floor bounds what this design can
+reach; the GEMM floor + attention's causal products (attention_gflop) bounds any design. The floor and the eager /
 fused times are read from the gpt2 section of benchmarks/results.json (bench_gpt2.py, which
 `make bench` runs before this module), copied into this section with the date of that run.
 
@@ -49,6 +50,8 @@ def passes(cfg: dict, B: int, T: int) -> dict[str, float]:
     out = {k: v * L for k, v in per_layer.items()}
     out["final layernorm, encoder, lm_head bias, cross-entropy (fwd + sweep)"] = (
         11 * NC + 6 * N * V)
+    params = (V + cfg["block_size"]) * C + L * (12 * C * C + 13 * C) + 2 * C + V
+    out["zero fill of the flat gradient buffer (every parameter's slot)"] = params
     return out
 
 
