@@ -104,6 +104,7 @@ def run_all(models=("demo", "shakespeare", "gpt2"), thread_counts=(0, 1),
     default = bl.default_threads()
     for threads in [t or default for t in thread_counts]:
         gbs = bandwidth(threads)
+        torch.set_num_threads(default)  # the modules make bench runs after this one
         for model in models:
             cfg, (B, T) = MODELS[model]
             mb = sum(passes(cfg, B, T).values()) * 4 / 1e6
