@@ -6,9 +6,11 @@ and d-bias reductions around the GEMMs, adjoints accumulated (read + write) and 
 are read, the gradient buffer zero-filled), and measures the streaming bandwidth of this machine
 (torch copy / triad / fill over a working set the size of the demo arena) at 1 and at torch's
 default thread count. traffic / bandwidth + the step's GEMM floor bounds what this design can
-reach; the GEMM floor + attention's causal products (attention_gflop) bounds any design. The floor and the eager /
-fused times are read from the gpt2 section of benchmarks/results.json (bench_gpt2.py, which
-`make bench` runs before this module), copied into this section with the date of that run.
+reach (an optimistic bound for the larger models, whose activations outgrow that working set and
+stream at a lower rate); the GEMM floor + attention's causal products (attention_gflop) bounds
+any design. The floor and the eager / fused times are read from the gpt2 section of
+benchmarks/results.json (bench_gpt2.py, which `make bench` runs before this module), copied
+into this section with the date of that run.
 
 Results: section ``traffic`` of benchmarks/results.json, table in results.md (quoted by the
 README's Performance section).
