@@ -371,7 +371,7 @@ def test_pooled_adjoints_start_zero_without_a_fill(monkeypatch):
     idx, tgt = batch(cfg, 2, 5, seed=0)
     model(idx, tgt)[1].backward()
     f, key = model._fused, (torch.float64, 2, 5)
-    assert f.sweep_cleans == {("d_acts", key): True, ("d_logits", key): True}
+    assert f.sweep_cleans.known() == {("d_acts", key): True, ("d_logits", key): True}
     assert f.scratch_zero == {("d_acts", key), ("d_logits", key)}
     assert not f.scratch[("d_acts", key)].any() and not f.scratch[("d_logits", key)].any()
 

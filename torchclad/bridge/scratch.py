@@ -21,6 +21,33 @@ from torchclad.bridge.kernel import Kernel
 from torchclad.bridge.memory import PLAIN, Memory
 
 
+class ZeroAfterSweep:
+    """Whether a sweep leaves a buffer it consumed (a seed, an adjoint arena) all zero, per key:
+    decided by a read of the first such buffer of each key, then remembered. A completed sweep
+    resets every adjoint it reads (the reverse of a write zeroes the adjoint of the overwritten
+    value), so the next sweep of that key can start from the buffer as it is instead of zero
+    filling it. Used by :class:`SweepBuffers` (per op) and by the fused GPT-2
+    (torchclad.nn.gpt2.fused, per buffer and shape)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._known: dict = {}
+
+    def __call__(self, key, buf: torch.Tensor) -> bool:
+        with self.lock:
+            known = self._known.get(key)
+        if known is None:
+            known = not bool(buf.any())
+            with self.lock:
+                self._known[key] = known
+        return known
+
+    def known(self) -> dict:
+        """The keys checked so far, each with its result."""
+        with self.lock:
+            return dict(self._known)
+
+
 class SweepBuffers:
     """The adjoints of one op's sweeps: input adjoints, seeds, and a few reusable buffers per
     (shape, dtype), most recently used kept.
@@ -42,7 +69,7 @@ class SweepBuffers:
         self.lock = threading.Lock()
         self.free: dict[tuple, list[torch.Tensor]] = {}
         self.zero: dict[tuple, list[torch.Tensor]] = {}
-        self._zero_checked: set = set()
+        self._zeroed = ZeroAfterSweep()
         self._out_names = tuple(out_names)
         self._diff_out = tuple(diff_out)
         self._seed_names = frozenset(out_names[i] for i in diff_out)
@@ -94,14 +121,10 @@ class SweepBuffers:
     def _seed_zeroed(self, buf: torch.Tensor) -> bool:
         """Whether a seed the sweep just consumed is all zero: checked on the first seed of each
         (shape, dtype); a failed check turns the zero pool off for this op."""
-        key = (tuple(buf.shape), buf.dtype)
-        if key in self._zero_checked:
+        if self._zeroed((tuple(buf.shape), buf.dtype), buf):
             return True
-        if bool(buf.any()):
-            self.zero_pool = False
-            return False
-        self._zero_checked.add(key)
-        return True
+        self.zero_pool = False
+        return False
 
     # ---- the pool
 

@@ -19,6 +19,7 @@ import torch
 from torchclad.bridge.higher import needs_functions
 
 from torchclad.bridge.kernel import SCALAR_OF_DTYPE
+from torchclad.bridge.scratch import ZeroAfterSweep
 from torchclad.builtin import loader
 from torchclad.toolchain.glue import binding_name
 
@@ -113,9 +114,9 @@ class Fused:
         self.arenas: dict[tuple, list[torch.Tensor]] = {}
         self.scratch: dict[tuple, torch.Tensor] = {}
         # (what, key) of the pooled scratch buffers known to be all zero (see sweep), and per
-        # key whether a sweep leaves its activations' adjoints all zero (checked once)
+        # (what, key) whether a completed sweep leaves that buffer all zero (checked once)
         self.scratch_zero: set[tuple] = set()
-        self.sweep_cleans: dict[tuple, bool] = {}
+        self.sweep_cleans = ZeroAfterSweep()
         # Reusable big buffers handed out to the caller (see take_shared): the flat gradient
         # buffer (d params, per dtype) and the logits (per (dtype, B, T)).
         self.grad_bufs: dict[Any, list[torch.Tensor]] = {}
@@ -230,10 +231,16 @@ class Fused:
             self.scratch_zero.discard((what, key))
             return self.scratch.pop((what, key), None)
 
-    def give_scratch(self, what: str, key: tuple, buf: torch.Tensor, zero: bool = False) -> None:
-        """Pool buf for the next call of this shape; zero: it is known to be all zero."""
+    def give_scratch(self, what: str, key: tuple, buf: torch.Tensor, swept: bool) -> None:
+        """Pool buf for the next call of this shape; swept: a completed sweep consumed it, so it
+        is all zero if such sweeps leave it so (checked on the first of this shape: the reverse
+        of every write of the forward resets the adjoint it read, Clad's convention for
+        overwritten memory, so the next sweep can start from the buffer as it is instead of
+        zero-filling it again; the fill was 7% of a one-thread training step of the demo
+        model)."""
         if not self.keep_scratch:
             return
+        zero = swept and self.sweep_cleans((what, key), buf)
         with self.lock:
             self.scratch.pop((what, key), None)
             self.scratch[(what, key)] = buf  # most recently used last
@@ -243,21 +250,6 @@ class Fused:
                 self.scratch_zero.discard((what, key))
             _trim(self.scratch, 2 * self._MAX_SHAPES)
             self.scratch_zero &= set(self.scratch)
-
-    def sweep_cleans_up(self, what: str, key: tuple, buf: torch.Tensor) -> bool:
-        """Whether a completed sweep of this shape leaves its adjoint buffer `what` (the
-        activations' d_acts, the logits' seed) all zero, checked on the first one (a read of
-        the buffer): the reverse of every write of the forward resets the adjoint it read
-        (Clad's convention for overwritten memory), so the next sweep can start from the
-        buffer as it is instead of zero-filling it again (the fill was 7% of a one-thread
-        training step of the demo model)."""
-        with self.lock:
-            known = self.sweep_cleans.get((what, key))
-        if known is None:
-            known = not bool(buf.any())
-            with self.lock:
-                self.sweep_cleans[(what, key)] = known
-        return known
 
     # Buffers whose views are handed out (gradients, logits) are reused once nobody else holds
     # them any more: a training loop that drops its gradients (zero_grad(set_to_none=True)) and
@@ -387,10 +379,8 @@ class Fused:
                 d_acts.data_ptr(), rec.tape)
             swept = True
         finally:
-            self.give_scratch("d_acts", rec.key, d_acts,
-                              zero=swept and self.sweep_cleans_up("d_acts", rec.key, d_acts))
-            self.give_scratch("d_logits", rec.key, seed,
-                              zero=swept and self.sweep_cleans_up("d_logits", rec.key, seed))
+            self.give_scratch("d_acts", rec.key, d_acts, swept)
+            self.give_scratch("d_logits", rec.key, seed, swept)
         return d_params
 
 
