@@ -13,6 +13,12 @@
 // Adjoints accumulate (+=); a null adjoint is skipped (not wanted); d out is zeroed afterwards,
 // as in the engine's own pullbacks: out was overwritten, so its previous value gets no gradient.
 //
+// matmul_forward_pullback_assign, the same derivative for a caller whose adjoints hold nothing
+// yet (torchclad's convention, torchclad.engine.names.PULLBACK_ASSIGN; the matmul op's backward
+// calls it through the generated matmul_forward_reverse_sweep_assign): d inp, d weight and
+// d bias are written (=), never read -- the GEMMs run with beta = 0 -- and d out is only read.
+// The caller then neither zero-fills the adjoints nor copies a grad_output it does not own.
+//
 // Forward mode, the same products with tangents (Clad's pushforward convention: the
 // parameters, then a tangent for each floating parameter; a null tangent is zero):
 //   matmul_forward_pushforward           t out = t inp @ weight^T + inp @ t weight^T + t bias
@@ -194,6 +200,40 @@ void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bia
     for (int i = 0; i < BT; i++) {
         T* g = _d_out + static_cast<long>(i) * OC;
         for (int j = 0; j < OC; j++) g[j] = T(0);
+    }
+}
+
+template <typename T>
+void matmul_forward_pullback_assign(T* out, const T* inp, const T* weight, const T* bias, int BT,
+                                    int C, int OC, const T* _d_out, T* _d_inp, T* _d_weight,
+                                    T* _d_bias) {
+    (void)out;
+    const long nin = BT > 0 && C > 0 ? static_cast<long>(BT) * C : 0;
+    const long nw = OC > 0 && C > 0 ? static_cast<long>(OC) * C : 0;
+    if (BT <= 0 || OC <= 0 || C <= 0) {
+        // an empty product: the adjoints that have elements are zero (d bias: the column sums
+        // below when there are rows)
+        for (long i = 0; _d_inp != nullptr && i < nin; i++) _d_inp[i] = T(0);
+        for (long i = 0; _d_weight != nullptr && i < nw; i++) _d_weight[i] = T(0);
+    } else {
+        // column-major, as matmul_strided_adjoints_gemm: d inp^T (C, BT) = weight^T (C, OC) .
+        // d out^T (OC, BT); d weight^T (C, OC) = inp^T (C, BT) . d out (BT, OC)
+        if (_d_inp != nullptr)
+            matmul_gemm(false, false, C, BT, OC, T(1), weight, C, _d_out, OC, T(0), _d_inp, C);
+        if (_d_weight != nullptr)
+            matmul_gemm(false, true, C, OC, BT, T(1), inp, C, _d_out, OC, T(0), _d_weight, C);
+    }
+    if (_d_bias == nullptr || bias == nullptr || OC <= 0) return;
+    // as in matmul_forward_pullback: blocks of 64 columns, the rows added in order from zero
+    // (the same bits as the accumulating pullback into a zero d bias, at any thread count)
+#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
+    for (int jb = 0; jb < OC; jb += 64) {
+        const int je = jb + 64 < OC ? jb + 64 : OC;
+        for (int j = jb; j < je; j++) _d_bias[j] = T(0);
+        for (int i = 0; i < BT; i++) {
+            const T* g = _d_out + static_cast<long>(i) * OC;
+            for (int j = jb; j < je; j++) _d_bias[j] += g[j];
+        }
     }
 }
 

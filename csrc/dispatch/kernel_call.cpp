@@ -15,7 +15,10 @@
 //     and its buffers (SavedVariables) -- the reverse sweep runs on the very buffers of the
 //     forward, consumes the tape, and a second backward re-runs the recording forward.
 //
-// The node's backward runs only the reverse sweep. With create_graph=True it hands the grads to
+// The node's backward runs only the reverse sweep: the assigning one when the kernel has it (a
+// custom derivative's f_pullback_assign, e.g. matmul's), on uninitialised input adjoints and
+// the grads as they come, else the generated one, on zeroed adjoints and seeds it may reset
+// (adjoint_pool.h). With create_graph=True it hands the grads to
 // a Python function instead (the op's registered backward, torchclad.bridge.autograd), so a
 // gradient of the gradient behaves as on the Python path.
 
@@ -60,6 +63,9 @@ std::atomic<long> live_tapes{0};
 
 struct Entries {  // one library (scalar type)
   Entry primal = nullptr, forw = nullptr, sweep = nullptr;
+  // the assigning sweep (a custom derivative's f_pullback_assign), or null: it writes the input
+  // adjoints instead of adding into them and only reads the seeds
+  Entry sweep_assign = nullptr;
   TapeNew tape_new = nullptr;
   TapeFree tape_free = nullptr;
   LastError last_error = nullptr;
@@ -98,7 +104,7 @@ struct Spec {
   // seeds and input adjoints reused from sweep to sweep (adjoint_pool.h)
   torchclad_dispatch::AdjointPool pool;
   // calls of each entry point (tests read them: stats())
-  std::atomic<long> n_primal{0}, n_forw{0}, n_sweep{0};
+  std::atomic<long> n_primal{0}, n_forw{0}, n_sweep{0}, n_sweep_assign{0};
 
   ~Spec() {
     if (Py_IsInitialized()) {
@@ -191,7 +197,9 @@ class KernelBackward : public Node {
       for (size_t o = 0; o < s.out_param.size(); ++o) kept.emplace_back(outs[o], outs[o].clone());
     }
     std::vector<at::Tensor> seeds;
-    std::vector<at::Tensor> adj = adjoints(grads, outs, seeds);
+    const bool assign = assigning(e);
+    std::vector<at::Tensor> adj = assign ? assigned_adjoints(grads, outs)
+                                         : adjoints(grads, outs, seeds);
     std::vector<Arg> call(args.begin(), args.end());
     if (s.has_ret) {
       Arg seed{};
@@ -206,7 +214,8 @@ class KernelBackward : public Node {
       call.push_back(p);
     }
     ++spec_->n_sweep;
-    int status = e.sweep(call.data(), tape_, nullptr);
+    if (assign) ++spec_->n_sweep_assign;
+    int status = (assign ? e.sweep_assign : e.sweep)(call.data(), tape_, nullptr);
     free_tape();
     if (status != 0) kernel_failed(s, e, "the reverse sweep");
     for (auto& [buf, values] : kept)  // a raw copy back: the version counter is not bumped
@@ -289,6 +298,38 @@ class KernelBackward : public Node {
     return adj;
   }
 
+  // Whether this backward takes the assigning sweep: the kernel has one, and every adjoint is a
+  // seed or an array input's (an in-out buffer or a scalar's adjoint is accumulated into).
+  bool assigning(const Entries& e) const {
+    if (e.sweep_assign == nullptr) return false;
+    for (int role : spec_->adj_role)
+      if (role != kSeed && role != kInput) return false;
+    return true;
+  }
+
+  // The adjoint buffers of the assigning sweep: the grads as they come (it only reads them;
+  // contiguous, of the seed's dtype: converted only when not), zeros for a missing one, and the
+  // input adjoints uninitialised (it writes every element).
+  std::vector<at::Tensor> assigned_adjoints(variable_list& grads,
+                                            const std::vector<at::Tensor>& outs) {
+    Spec& s = *spec_;
+    std::vector<at::Tensor> adj;
+    for (size_t j = 0; j < s.adj_role.size(); ++j) {
+      const at::ScalarType dt = s.adj_dtype[scalar_][j];
+      const int idx = s.adj_index[j];
+      auto opts = at::TensorOptions().dtype(dt);
+      if (s.adj_role[j] == kSeed) {
+        at::Tensor g;
+        for (size_t k = 0; k < s.diff_out.size(); ++k)
+          if (s.diff_out[k] == idx && k < grads.size()) g = std::move(grads[k]);
+        adj.push_back(g.defined() ? g.to(dt).contiguous() : at::zeros(outs[idx].sizes(), opts));
+      } else {
+        adj.push_back(at::empty(bufs_[idx].unpack().sizes(), opts));
+      }
+    }
+    return adj;
+  }
+
   // create_graph=True: the Python backward (the registered op's), which records a graph.
   variable_list with_graph(const variable_list& grads) {
     const Spec& s = *spec_;
@@ -362,6 +403,7 @@ class KernelCall {
     d["forward"] = spec_->n_primal.load();
     d["recording_forward"] = spec_->n_forw.load();
     d["reverse_sweep"] = spec_->n_sweep.load();
+    d["assigning_sweep"] = spec_->n_sweep_assign.load();  // of those, by the assigning sweep
     return d;
   }
 
@@ -504,6 +546,7 @@ class KernelCall {
       e.tape_new = reinterpret_cast<TapeNew>(a.at(3));
       e.tape_free = reinterpret_cast<TapeFree>(a.at(4));
       e.last_error = reinterpret_cast<LastError>(a.at(5));
+      e.sweep_assign = reinterpret_cast<Entry>(a.at(6));
       s.entries.push_back(e);
     }
     s.out_param = ints(cfg, "out_param");
@@ -543,7 +586,8 @@ PYBIND11_MODULE(_C_dispatch, m) {
       .def("__call__", &KernelCall::call)
       .def("plans", &KernelCall::plans)
       .def("stats", &KernelCall::stats,
-           "calls of each entry point so far: forward, recording_forward, reverse_sweep");
+           "calls of each entry point so far: forward, recording_forward, reverse_sweep (of "
+           "which assigning_sweep took the assigning sweep)");
   m.def("live_tapes", [] { return live_tapes.load(); },
         "tapes held by nodes of this module whose backward has not run (for tests)");
 }

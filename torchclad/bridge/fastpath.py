@@ -129,6 +129,7 @@ def kernel_call(kop: Any):
                   for kind in ("", "reverse_forw", "reverse_sweep")]
                  + [lib.helper_address(s, sym)
                     for sym in (capi.TAPE_NEW, capi.TAPE_FREE, capi.LAST_ERROR)]
+                 + [_assign_address(lib, k.name, s)]
                  for s in scalars],
         out_param=[params.index(by[n]) for n in kop.out_names],
         out_input=[kop.inputs.index(n) if n in kop.inputs else -1 for n in kop.out_names],
@@ -144,6 +145,14 @@ def kernel_call(kop: Any):
         diff_out=list(kop.diff_out) + ([len(kop.out_names)] if kop.ret_diff else []),
         planner=_planner(kop), fallback=_fallback(kop))
     return ext.KernelCall(cfg)
+
+
+def _assign_address(lib: KernelLibrary, name: str, scalar: str) -> int:
+    """The entry of the assigning sweep (``reverse_sweep_assign``: a custom derivative's
+    ``f_pullback_assign``), 0 when the kernel has none. The C++ backward then gives it adjoint
+    buffers it does not zero-fill and the grads as they come (it only reads them)."""
+    binding = binding_name(name, "reverse_sweep_assign", scalar)
+    return lib.address(binding) if lib.has(binding) else 0
 
 
 def _fallback(kop: Any):

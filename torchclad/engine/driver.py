@@ -150,6 +150,8 @@ class Engine:
                                     for n, _ in funcs for loc, text in self.notes.get(n, ())))
         kinds = tuple(k for k in REVERSE_KINDS if k != "grad" or fn.ret.is_real_scalar) \
             if "reverse" in modes else ()
+        if names.reverse_sweep_assign(fn.name) in need and "reverse" in modes:
+            kinds += ("reverse_sweep_assign",)
         if "reverse" not in modes:
             funcs = ()
         fwd = second = None

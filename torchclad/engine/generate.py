@@ -196,6 +196,18 @@ def generate_custom(fn: ir.Function, adjoints: tuple, module: ir.Module) -> Gene
     out = pullback_and_grad(fn.name, fn, sig, [ir.ExprStmt(primal), call_custom],
                             "custom derivative: " + cfn.name) + \
         split_pair(fn.name, fn, sig, [ret_primal], [call_custom])
+    afn = module.customs.get(names.pullback_assign(fn.name))
+    if afn is not None:
+        # the assigning sweep (names.PULLBACK_ASSIGN): the split sweep's signature, calling it
+        if len(afn.params) != len(cfn.params):
+            raise DiffError(afn.loc, f"custom derivative '{afn.name}' takes {len(afn.params)} "
+                                     f"parameters; expected {len(cfn.params)}, as "
+                                     f"'{cfn.name}'")
+        call_assign = ir.ExprStmt(ir.Call("clad::custom_derivatives::" + afn.name, custom_args,
+                                          ir.VOID))
+        out.append(_function(names.reverse_sweep_assign(fn.name), ir.VOID,
+                             sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
+                             [call_assign], fn.template))
     return Generated(tuple((n, t) for n, t, _ in out), False,
                      functions=tuple(f for _, _, f in out))
 

@@ -9,6 +9,9 @@ Generated functions of a function ``f``::
     f_grad(params..., _d_params...)                seeds 1 on the return value (non-void f)
     f_reverse_forw(params..., _tape)               split mode: the recording forward
     f_reverse_sweep(params..., [_d_y], _d_params..., _tape)   split mode: the reverse sweep
+    f_reverse_sweep_assign(same)                   the sweep that assigns its input adjoints,
+                                                   only for an f whose custom derivative has an
+                                                   assigning pullback f_pullback_assign (below)
 
 Forward mode (Clad's ``clad::differentiate``)::
 
@@ -32,16 +35,23 @@ PULLBACK = "_pullback"
 GRAD = "_grad"
 REVERSE_FORW = "_reverse_forw"
 REVERSE_SWEEP = "_reverse_sweep"
+REVERSE_SWEEP_ASSIGN = "_reverse_sweep_assign"
+#: a custom derivative's assigning pullback, f_pullback_assign (torchclad's, not Clad's): the
+#: signature of f_pullback; it writes every element of each input adjoint it is given (never
+#: reads them) and only reads the seeds, so its caller needs neither zero-filled adjoints nor a
+#: copy of the seeds
+PULLBACK_ASSIGN = PULLBACK + "_assign"
 
 PUSHFORWARD = "_pushforward"
 DARG = "_darg"
 
 #: every kind of generated function, in the order the bindings list them
 #: ("darg" names the binding of f_darg<k>, whose index the Derivative records)
-KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep", "pushforward",
-         "pullback_pushforward", "darg")
+KINDS = ("pullback", "grad", "reverse_forw", "reverse_sweep", "reverse_sweep_assign",
+         "pushforward", "pullback_pushforward", "darg")
 _SUFFIX_OF_KIND = {"pullback": PULLBACK, "grad": GRAD, "reverse_forw": REVERSE_FORW,
-                   "reverse_sweep": REVERSE_SWEEP, "pushforward": PUSHFORWARD,
+                   "reverse_sweep": REVERSE_SWEEP, "reverse_sweep_assign": REVERSE_SWEEP_ASSIGN,
+                   "pushforward": PUSHFORWARD,
                    "pullback_pushforward": PULLBACK + PUSHFORWARD, "darg": DARG}
 
 
@@ -64,6 +74,14 @@ def reverse_forw(base: str) -> str:
 
 def reverse_sweep(base: str) -> str:
     return base + REVERSE_SWEEP
+
+
+def reverse_sweep_assign(base: str) -> str:
+    return base + REVERSE_SWEEP_ASSIGN
+
+
+def pullback_assign(base: str) -> str:
+    return base + PULLBACK_ASSIGN
 
 
 def pushforward(base: str) -> str:

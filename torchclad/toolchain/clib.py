@@ -204,6 +204,10 @@ class KernelLibrary:
             b = self._bindings[attr] = _Binding(lib, call)
         return b
 
+    def has(self, binding: str) -> bool:
+        """Whether the library has the binding (``glue.binding_name``)."""
+        return binding in self._calls
+
     def address(self, binding: str) -> int:
         """The address of a binding's entry point (``int (*)(const torchclad_arg*, void*,
         torchclad_arg*)``)."""

@@ -11,7 +11,14 @@ for a template, the declared floating type otherwise; suffix ``f32`` / ``f64``) 
 - ``{name}_reverse_forw_{sfx}``    split mode, forward part, records on a ``Tape``,
 - ``{name}_reverse_sweep_{sfx}``   split mode, reverse part, consumes the ``Tape``,
 
-and, where the Derivative has them (``Derivative.kinds``), forward mode's
+and, where the Derivative has them (``Derivative.kinds``), the assigning sweep
+
+- ``{name}_reverse_sweep_assign_{sfx}``  the reverse sweep's arguments; it writes the adjoints
+                                   instead of adding into them and only reads the seeds (a
+                                   custom derivative's ``f_pullback_assign``,
+                                   :data:`torchclad.engine.names.PULLBACK_ASSIGN`),
+
+and forward mode's
 
 - ``{name}_pushforward_{sfx}``     ``(params..., tangents...)`` with a tangent for each of
                                    ``Derivative.tangents`` (a number for a scalar parameter, an
@@ -317,6 +324,9 @@ def calls(d: Any, scalar: str) -> list[Call]:
                          f"{n} ({scalar}), recording what the reverse sweep needs on the tape"),
         "reverse_sweep": ("void", P + Y + A + tape, f"reverse sweep of {n} ({scalar}); "
                           "consumes the tape of one reverse_forw call"),
+        "reverse_sweep_assign": ("void", P + Y + A + tape,
+                                 f"reverse sweep of {n} ({scalar}) that assigns the adjoints "
+                                 "(any prior content is ignored) and leaves the seed as it is"),
     }
     if not _seeded(d):
         del table["grad"]  # only a floating result has a gradient

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 # One description of a parameter for the engine and the toolchain. torchclad.engine.derivative
 # imports nothing else of the engine, so reading the signatures does not load libclang.
+from torchclad.engine.derivative import REVERSE_KINDS
 from torchclad.engine.derivative import ParamInfo as Param
 
 __all__ = ["Param", "Signature", "dumps", "loads", "sweep_restores"]
@@ -39,6 +40,8 @@ class Signature:
     # the generated code may restore primal memory from the tape (sweep_restores); True when
     # the build did not record it
     restores: bool = True
+    # the generated entry points (Derivative.kinds); the reverse mode's when not recorded
+    kinds: tuple = REVERSE_KINDS
 
 
 def _param(p: Any, template: tuple) -> dict:
@@ -68,6 +71,7 @@ def dumps(units: Iterable[tuple[str, Iterable[Any]]]) -> str:
                 "template_params": list(t),
                 "unit": unit,
                 "restores": sweep_restores(d),
+                "kinds": list(getattr(d, "kinds", None) or REVERSE_KINDS),
             }
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
@@ -88,6 +92,7 @@ def loads(text: str) -> dict[str, Signature]:
             template_params=tuple(s["template_params"]),
             unit=s.get("unit", ""),
             restores=bool(s.get("restores", True)),
+            kinds=tuple(s.get("kinds", REVERSE_KINDS)),
         )
         for name, s in data.items()
     }
