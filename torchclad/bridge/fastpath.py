@@ -17,8 +17,10 @@ layout, dtypes, entry addresses, the adjoints' roles) and hands it two Python fu
 When the fast path is not taken (:meth:`KernelOp.__call__`): ``torch.compile``, a dispatch
 mode (fake tensors, opcheck, FX), a functorch transform (vmap, grad, jvp), tracing, tensor
 subclasses -- and, checked in C++, an input with a forward-mode tangent, an unexpected dtype or
-device (the Python path then explains). Debug ops and the built-in kernels (pybind11 modules)
-never take it. Without the extension (not built) every call takes the Python path.
+device (the Python path then explains). Debug ops never take it; the built-in kernels take it
+through the C entry points of their CPU-specific build (:mod:`torchclad.builtin.loader`; not
+with the baseline pybind11 ``_C`` alone).
+Without the extension (not built) every call takes the Python path.
 """
 
 from __future__ import annotations
