@@ -12,13 +12,8 @@ for a template, the declared floating type otherwise; suffix ``f32`` / ``f64``) 
 - ``{name}_reverse_sweep_{sfx}``   split mode, reverse part, consumes the ``Tape``,
 
 and, where the Derivative has them (``Derivative.kinds``), the assigning sweep
-
-- ``{name}_reverse_sweep_assign_{sfx}``  the reverse sweep's arguments; it writes the adjoints
-                                   instead of adding into them and only reads the seeds (a
-                                   custom derivative's ``f_pullback_assign``,
-                                   :data:`torchclad.engine.names.PULLBACK_ASSIGN`),
-
-and forward mode's
+``{name}_reverse_sweep_assign_{sfx}`` (:data:`torchclad.engine.names.PULLBACK_ASSIGN`) and
+forward mode's
 
 - ``{name}_pushforward_{sfx}``     ``(params..., tangents...)`` with a tangent for each of
                                    ``Derivative.tangents`` (a number for a scalar parameter, an
