@@ -92,6 +92,33 @@ def test_large_scores_are_stable():
     assert all(math.isfinite(e) for e in errors.values())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("T", [5, 16, 37, 48])
+def test_row_tail_block_with_very_negative_scores(dtype, T):
+    """A row's last partial block of 16 scores runs as a full block: its lanes past the row's
+    end read the mask's zeros, where exp(0 - max) overflows when every score is below about
+    -88 (float32). Those lanes must add nothing, forwards and backwards: torch's outputs and
+    gradients, all finite, for rows of every length mod 16."""
+    torch.manual_seed(0)
+    B, NH, hs = 2, 2, 16
+    q = 4.0 + 0.1 * torch.randn(B, T, NH, hs, dtype=dtype)
+    k = -8.0 + 0.1 * torch.randn(B, T, NH, hs, dtype=dtype)
+    v = torch.randn(B, T, NH, hs, dtype=dtype)
+    qkv = torch.stack([q, k, v], 2).requires_grad_()
+    out, preatt, _ = builtin_ops.attention(qkv)
+    assert preatt.tril().min() < -100           # exp(0 - max) overflows float32
+    g = torch.randn_like(out)
+    (out * g).sum().backward()
+    ref = qkv.detach().clone().requires_grad_()
+    qq, kk, vv = (ref[:, :, i].transpose(1, 2) for i in range(3))
+    want = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True).transpose(1, 2)
+    (want.reshape(B, T, -1) * g).sum().backward()
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else {}
+    torch.testing.assert_close(out, want.reshape(B, T, -1).detach(), **tol)
+    assert torch.isfinite(qkv.grad).all()
+    torch.testing.assert_close(qkv.grad, ref.grad, **tol)
+
+
 def test_attention_op_outputs_scores_and_probabilities():
     B, T, NH, hs = 2, 5, 2, 3
     qkv = torch.randn(B, T, 3 * NH * hs, dtype=torch.float64)

@@ -176,6 +176,62 @@ def test_scatter_reverse_is_serial_and_says_why():
     assert "_d_table" in msg and "idx[n] * C + i" in msg
 
 
+GUARDED = textwrap.dedent("""
+    // a row's values after its full blocks of 4, as one more block of 4 whose lanes past the
+    // row's end the guard keeps from reading (attention_forward's sum of exps)
+    void tail(double* out, const double* x, int N, int C) {
+      #pragma omp parallel for
+      for (int n = 0; n < N; n++) {
+        const double* r = x + n * C;
+        int nb = C / 4;
+        int rest = C - nb * 4;
+        double s = 0;
+        for (int k = 0; k < nb; k++)
+          for (int j = 0; j < 4; j++) s += r[k * 4 + j] * r[k * 4 + j];
+        for (int j = 0; j < 4; j++) {
+          double v = j < rest ? r[nb * 4 + j] : 0.0;
+          s += v * v * v;
+        }
+        out[n] = s;
+      }
+    }
+""")
+
+
+def test_a_guard_on_a_counter_bounds_what_it_guards():
+    """`if (j < rest)` in the reverse (the ?: of the forward) narrows j's range for the
+    accesses inside it: index n * C + nb * 4 + j stays within row n, so the reverse is
+    parallel. One past it (`j <= rest`) may reach the next row: serial, with the reason."""
+    d, warned = _derive(GUARDED, "tail", "x")
+    assert "if (j < rest)" in _sweep(d.code, "tail")
+    assert "#pragma omp parallel for" in _sweep(d.code, "tail") and not warned
+    d, warned = _derive(GUARDED.replace("j < rest ?", "j <= rest ?"), "tail", "x")
+    assert "#pragma omp" not in _sweep(d.code, "tail")
+    assert len(warned) == 1 and "runs serially" in warned[0] and "nb * 4 + j" in warned[0]
+
+
+def test_guarded_tail_gradients_match_torch_at_any_thread_count():
+    import torchclad
+
+    g = torchclad.gradient(GUARDED, "tail", "x")
+    N, C = 9, 11                                  # blocks of 4: two full, a tail of 3
+    x = torch.linspace(-1.5, 2.0, N * C, dtype=torch.float64)
+    seed = torch.linspace(0.5, 1.5, N, dtype=torch.float64)
+    xr = x.view(N, C).clone().requires_grad_()
+    ((xr[:, :8] ** 2).sum(1) + (xr[:, 8:] ** 3).sum(1)).mul(seed).sum().backward()
+    got = []
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            (dx,) = g(torch.zeros(N, dtype=torch.float64), x, N, C, grad_outputs={"out": seed})
+            got.append(dx)
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(got[0], xr.grad.reshape(-1), rtol=1e-12, atol=1e-12)
+    assert all(torch.equal(got[0], o) for o in got[1:])
+
+
 @pytest.mark.parametrize("src,reason", [
     ("""void f(double* y, const double* x, int n, int k) {
       #pragma omp parallel for

@@ -52,8 +52,14 @@
 //   arithmetic, computed as a serial reduction over the row). Exact matters: exp(max - shift)
 //   is exactly 1, so a saturated row (one probability 1, the rest 0) gets an exactly zero
 //   gradient, as with torch. The row's max and its sum of exps run in 16 lanes (the exps
-//   vectorise too; at most 15 values of a row go through the scalar tail).
+//   vectorise too). The sum's last, partial block runs as a full block of 16 (the vector exp,
+//   no scalar tail): its lanes past the row's end read the mask's zeros, written just before,
+//   and a select drops them -- a select, so that exp(0 - max), inf when every score is below
+//   -88, is not multiplied by 0 into a NaN; in the sweep their adjoint writes land above the
+//   diagonal, which the mask's reverse then zeroes. The block stops at the row's storage end
+//   (std::min(Tn - sb * 16, 16) lanes), which also tells the engine the rows stay disjoint.
 #include <torchclad/runtime.h>  // torchclad::detach
+#include <algorithm>  // std::min
 #include <cmath>
 
 template <typename T>
@@ -77,10 +83,15 @@ void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE prea
                 // with an argmax, so the value is the same; no derivative (detach)
                 int n = t + 1;
                 int sb = n / 16;  // full blocks of 16; then n % 16 more
+                // the lanes of a full block, counted as std::min(16, Tn) (16 wherever a full
+                // block exists): a count g++ cannot see is constant, so it keeps the block loops
+                // below and vectorises them (the vector exp) instead of unrolling them into 16
+                // scalar operations (16 calls of the scalar exp)
+                int width = std::min(16, Tn);
                 T mv[16];
                 for (int j = 0; j < 16; j++) mv[j] = pre[0];
                 for (int kb = 0; kb < sb; kb++) {
-                    for (int j = 0; j < 16; j++) {
+                    for (int j = 0; j < width; j++) {
                         T v = pre[kb * 16 + j];
                         mv[j] = v > mv[j] ? v : mv[j];
                     }
@@ -93,10 +104,18 @@ void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE prea
                 T e[16];
                 for (int j = 0; j < 16; j++) e[j] = T(0);
                 for (int kb = 0; kb < sb; kb++) {
-                    for (int j = 0; j < 16; j++) e[j] += std::exp(pre[kb * 16 + j] - mx);
+                    for (int j = 0; j < width; j++) e[j] += std::exp(pre[kb * 16 + j] - mx);
+                }
+                // the scores after the full blocks (0 to 15) as one more block of 16 for the
+                // vector exp: lanes past the row's end (j >= rest) read the mask's zeros written
+                // above and add nothing; the block stops at the end of the row's storage
+                int rest = n - sb * 16;
+                int lanes = std::min(Tn - sb * 16, 16);
+                for (int j = 0; j < lanes; j++) {
+                    T ev = std::exp(pre[sb * 16 + j] - mx);
+                    e[j] += j < rest ? ev : T(0);
                 }
                 T sum = 0;
-                for (int s = sb * 16; s < n; s++) sum += std::exp(pre[s] - mx);
                 for (int j = 0; j < 16; j++) sum += e[j];
                 T ls = std::log(sum);
                 for (int s = 0; s < n; s++) a[s] = std::exp(pre[s] - mx - ls);

@@ -62,6 +62,9 @@ class Space(Bounds):
     used: set = field(default_factory=set)            # atoms an answer given relied on
     opaque: dict = field(default_factory=dict)        # ("u", n) -> integer from data (ir.Expr)
     _busy: set = field(default_factory=set)
+    #: key -> key: a counter read through a narrower coordinate of its own (a branch guarded
+    #: by a comparison of the counter, see reverse/parallel.py)
+    alias: dict = field(default_factory=dict)
     _trail: "set | None" = None                       # atoms the current question relies on
 
     def __post_init__(self):
@@ -103,7 +106,7 @@ class Space(Bounds):
         return None
 
     def _var(self, v: ir.Var) -> "dict | None":
-        k = key(v)
+        k = self.alias.get(key(v), key(v))
         if v.type.real or v.type.is_memory or k in self.varying:
             return None
         if k in self.coords:

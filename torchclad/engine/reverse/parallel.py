@@ -73,9 +73,10 @@ def _is_adjoint(v) -> bool:
 
 
 class _Access:
-    def __init__(self, root: str, target, how: str, depth_coords: tuple, loc):
+    def __init__(self, root: str, target, how: str, depth_coords: tuple, loc, alias: dict):
         self.root, self.target, self.how, self.coords, self.loc = \
             root, target, how, depth_coords, loc
+        self.alias = alias      # the counters read through narrower coordinates here
 
 
 class _Scan:
@@ -98,6 +99,7 @@ class _Scan:
                 if isinstance(x, ir.Assign) and isinstance(x.target, ir.Var):
                     assigned.setdefault(key(x.target), []).append(x)
         self._counters: set = set()
+        self._n_guards = 0
         for depth, lv in enumerate(levels):
             self._coord(lv.var, lv.first, lv.last, lv.step, depth)
         for s in body:
@@ -154,6 +156,40 @@ class _Scan:
             return v
         return None
 
+    def _guarded(self, cond, then: ir.Block, coords: tuple) -> tuple:
+        """The coordinates inside `if (cond) then`: a counter of an enclosing loop that cond
+        compares with a polynomial (`j < rest`, `&&` of such) is read there through a
+        coordinate of its own whose range that bound narrows (`hi = rest - 1`), so that the
+        accesses the guard keeps in bounds are known to be. Not when the branch assigns it."""
+        if isinstance(cond, ir.Binary) and cond.op == "&&":
+            return self._guarded(cond.rhs, then, self._guarded(cond.lhs, then, coords))
+        if not (isinstance(cond, ir.Binary) and cond.op in ("<", "<=", ">", ">=")):
+            return coords
+        sp = self.space
+        op, v, other = cond.op, cond.lhs, cond.rhs
+        if not (isinstance(v, ir.Var) and sp.alias.get(key(v), key(v)) in coords):
+            op, v, other = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], cond.rhs, cond.lhs
+        if not (isinstance(v, ir.Var) and sp.alias.get(key(v), key(v)) in coords):
+            return coords
+        if any(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var) and
+               key(x.target) == key(v) for t in then.stmts for x in ir.walk_stmts(t)):
+            return coords
+        k = sp.alias.get(key(v), key(v))
+        bound = sp.poly(other)
+        if bound is None or k not in sp.coords:
+            return coords
+        co = sp.coords[k]
+        lo, hi = co.lo, co.hi
+        if op in ("<", "<="):
+            hi = frozen(add(bound, const(-1 if op == "<" else 0)))
+        else:
+            lo = frozen(add(bound, const(1 if op == ">" else 0)))
+        self._n_guards += 1
+        k2 = -self._n_guards           # a key no variable has (uids are positive)
+        sp.coords[k2] = Coord(lo, hi, co.step, co.depth)
+        sp.alias[key(v)] = k2
+        return tuple(k2 if c == k else c for c in coords)
+
     # ------------------------------------------------------------------ accesses
     def _stmt(self, s, coords: tuple):
         if isinstance(s, ir.Loop):
@@ -181,7 +217,12 @@ class _Scan:
             return
         if isinstance(s, ir.If):
             self._exprs(s.cond, coords, s)
-            for x in s.then.stmts + s.other.stmts:
+            saved = dict(self.space.alias)
+            inner = self._guarded(s.cond, s.then, coords)
+            for x in s.then.stmts:
+                self._stmt(x, inner)
+            self.space.alias = saved
+            for x in s.other.stmts:
                 self._stmt(x, coords)
             return
         if isinstance(s, (ir.Return, ir.Break, ir.Continue, ir.Switch, ir.Case)):
@@ -214,7 +255,7 @@ class _Scan:
             root = ir.root_var(t)
             if root is not None and self._shared_adjoint(root):
                 self.accesses.append(_Access(self._root_name(t), t, "acc" if acc else "write",
-                                             coords, s))
+                                             coords, s, dict(self.space.alias)))
             if isinstance(t, ir.Index):
                 self._exprs(t.index, coords, s)
             elif isinstance(t, ir.Unary):
@@ -249,7 +290,8 @@ class _Scan:
             if isinstance(x, (ir.Index,)) or (isinstance(x, ir.Unary) and x.op == "*"):
                 r = ir.root_var(x)
                 if r is not None and self._shared_adjoint(r):
-                    self.accesses.append(_Access(self._root_name(x), x, "read", coords, s))
+                    self.accesses.append(_Access(self._root_name(x), x, "read", coords, s,
+                                                 dict(self.space.alias)))
             if _is_adjoint(x) and not x.type.is_memory and x.name not in self.declared:
                 self.scalar_other.add(x.name)
 
@@ -314,7 +356,9 @@ def _what(root: str, primal_of: dict) -> str:
 def _array(sp: Space, root: str, accs: list, iters: set, primal_of: dict) -> "Partial | None":
     polys = []
     for a in accs:
+        sp.alias = a.alias
         el = sp.element(a.target)
+        sp.alias = {}
         if el is None:
             raise _Serial(f"{_what(root, primal_of)} is {_verb(a)} at '{spell(a.target)}', "
                           "an index the engine cannot bound (it depends on values loaded "
