@@ -100,6 +100,7 @@ class _Scan:
                     assigned.setdefault(key(x.target), []).append(x)
         self._counters: set = set()
         self._n_guards = 0
+        self._levels = {key(lv.var) for lv in levels}
         for depth, lv in enumerate(levels):
             self._coord(lv.var, lv.first, lv.last, lv.step, depth)
         for s in body:
@@ -176,8 +177,8 @@ class _Scan:
             return coords
         k = sp.alias.get(key(v), key(v))
         bound = sp.poly(other)
-        if bound is None or k not in sp.coords:
-            return coords
+        if bound is None or k not in sp.coords or k in self._levels:
+            return coords      # (a parallel counter keeps its own key: the proofs follow it)
         co = sp.coords[k]
         lo, hi = co.lo, co.hi
         if op in ("<", "<="):
