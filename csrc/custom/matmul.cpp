@@ -39,20 +39,38 @@
 
 #include <vector>
 
-// The adjoint products of one GEMM of matmul_strided, added in (a null target is skipped):
+// The adjoint products of one GEMM of matmul_strided, added in (a null target is skipped;
+// assign: written instead, beta = 0, the targets never read):
 //   d a (M, K) += alpha * d out (M, N) @ op(b)^T
 //   d b        += alpha * d out^T @ a (N, K) when tb, else alpha * a^T @ d out (K, N)
-//   returns <d out, a @ op(b)> when want_alpha (one more product), else 0
 // In the column-major terms of matmul_gemm (a row-major (R, C) array is the column-major (C, R)
 // matrix): d a^T (K, M) += op(b) (K, N) . d out^T (N, M), and so on.
 template <typename T>
 void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
                                   int ldo, int tb, T alpha, const T* dout, T* da, T* db,
-                                  bool fixed) {
+                                  bool fixed, bool assign = false) {
     if (M <= 0 || N <= 0 || K <= 0) return;
-    if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, T(1), da, lda, fixed);
-    if (db != nullptr && tb != 0) matmul_gemm(false, true, K, N, M, alpha, a, lda, dout, ldo, T(1), db, ldb, fixed);
-    if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, T(1), db, ldb, fixed);
+    const T beta = assign ? T(0) : T(1);
+    if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, beta, da, lda, fixed);
+    if (db != nullptr && tb != 0) matmul_gemm(false, true, K, N, M, alpha, a, lda, dout, ldo, beta, db, ldb, fixed);
+    if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, beta, db, ldb, fixed);
+}
+
+// d bias (OC) of matmul_forward: the column sums of d out (BT, OC), added in (assign: from
+// zero, never read). Each thread owns blocks of 64 columns and adds the rows in order: every
+// element is summed in the same order for any number of threads (the same bits), and the
+// assigning form gives the bits of the accumulating one into a zero d bias.
+template <typename T>
+void matmul_bias_adjoint(const T* dout, T* db, int BT, int OC, bool assign) {
+#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
+    for (int jb = 0; jb < OC; jb += 64) {
+        const int je = jb + 64 < OC ? jb + 64 : OC;
+        for (int j = jb; assign && j < je; j++) db[j] = T(0);
+        for (int i = 0; i < BT; i++) {
+            const T* g = dout + static_cast<long>(i) * OC;
+            for (int j = jb; j < je; j++) db[j] += g[j];
+        }
+    }
 }
 
 // The same with a lower triangular a (tri, M == K; see matmul_strided_one): d a gets its lower
@@ -184,18 +202,7 @@ void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bia
     // the product out += inp (BT, C) @ weight^T, weight (OC, C)
     matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, _d_inp, _d_weight, (T*)nullptr, false);
     const bool many = static_cast<long>(BT) * OC >= 32768;  // worth a team of threads
-    if (_d_bias != nullptr && bias != nullptr) {
-        // each thread owns blocks of 64 columns and adds the rows in order: every element is
-        // summed in the same order for any number of threads (the same bits)
-#pragma omp parallel for if (many)
-        for (int jb = 0; jb < OC; jb += 64) {
-            const int je = jb + 64 < OC ? jb + 64 : OC;
-            for (int i = 0; i < BT; i++) {
-                const T* g = _d_out + static_cast<long>(i) * OC;
-                for (int j = jb; j < je; j++) _d_bias[j] += g[j];
-            }
-        }
-    }
+    if (_d_bias != nullptr && bias != nullptr) matmul_bias_adjoint(_d_out, _d_bias, BT, OC, false);
 #pragma omp parallel for if (many)
     for (int i = 0; i < BT; i++) {
         T* g = _d_out + static_cast<long>(i) * OC;
@@ -216,25 +223,12 @@ void matmul_forward_pullback_assign(T* out, const T* inp, const T* weight, const
         for (long i = 0; _d_inp != nullptr && i < nin; i++) _d_inp[i] = T(0);
         for (long i = 0; _d_weight != nullptr && i < nw; i++) _d_weight[i] = T(0);
     } else {
-        // column-major, as matmul_strided_adjoints_gemm: d inp^T (C, BT) = weight^T (C, OC) .
-        // d out^T (OC, BT); d weight^T (C, OC) = inp^T (C, BT) . d out (BT, OC)
-        if (_d_inp != nullptr)
-            matmul_gemm(false, false, C, BT, OC, T(1), weight, C, _d_out, OC, T(0), _d_inp, C);
-        if (_d_weight != nullptr)
-            matmul_gemm(false, true, C, OC, BT, T(1), inp, C, _d_out, OC, T(0), _d_weight, C);
+        // the products of matmul_forward_pullback, with beta = 0
+        matmul_strided_adjoints_gemm(inp, weight, BT, OC, C, C, C, OC, 1, T(1), _d_out, _d_inp,
+                                     _d_weight, false, true);
     }
-    if (_d_bias == nullptr || bias == nullptr || OC <= 0) return;
-    // as in matmul_forward_pullback: blocks of 64 columns, the rows added in order from zero
-    // (the same bits as the accumulating pullback into a zero d bias, at any thread count)
-#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
-    for (int jb = 0; jb < OC; jb += 64) {
-        const int je = jb + 64 < OC ? jb + 64 : OC;
-        for (int j = jb; j < je; j++) _d_bias[j] = T(0);
-        for (int i = 0; i < BT; i++) {
-            const T* g = _d_out + static_cast<long>(i) * OC;
-            for (int j = jb; j < je; j++) _d_bias[j] += g[j];
-        }
-    }
+    if (_d_bias != nullptr && bias != nullptr && OC > 0)
+        matmul_bias_adjoint(_d_out, _d_bias, BT, OC, true);
 }
 
 template <typename T>

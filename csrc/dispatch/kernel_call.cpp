@@ -279,9 +279,7 @@ class KernelBackward : public Node {
       const at::ScalarType dt = s.adj_dtype[scalar_][j];
       const int role = s.adj_role[j], idx = s.adj_index[j];
       if (role == kSeed || role == kInOut) {
-        at::Tensor g;
-        for (size_t k = 0; k < s.diff_out.size(); ++k)
-          if (s.diff_out[k] == idx && k < grads.size()) g = std::move(grads[k]);
+        at::Tensor g = take_grad(grads, idx);
         if (role == kInOut) {  // handed out as an input's gradient: never pooled
           adj.push_back(g.defined() ? g.to(dt).clone(at::MemoryFormat::Contiguous)
                                     : at::zeros(outs[idx].sizes(), at::TensorOptions().dtype(dt)));
@@ -296,6 +294,15 @@ class KernelBackward : public Node {
       }
     }
     return adj;
+  }
+
+  // The grad of output idx (moved out of grads; undefined when it has none).
+  at::Tensor take_grad(variable_list& grads, int idx) const {
+    const Spec& s = *spec_;
+    at::Tensor g;
+    for (size_t k = 0; k < s.diff_out.size(); ++k)
+      if (s.diff_out[k] == idx && k < grads.size()) g = std::move(grads[k]);
+    return g;
   }
 
   // Whether this backward takes the assigning sweep: the kernel has one, and every adjoint is a
@@ -319,9 +326,7 @@ class KernelBackward : public Node {
       const int idx = s.adj_index[j];
       auto opts = at::TensorOptions().dtype(dt);
       if (s.adj_role[j] == kSeed) {
-        at::Tensor g;
-        for (size_t k = 0; k < s.diff_out.size(); ++k)
-          if (s.diff_out[k] == idx && k < grads.size()) g = std::move(grads[k]);
+        at::Tensor g = take_grad(grads, idx);
         adj.push_back(g.defined() ? g.to(dt).contiguous() : at::zeros(outs[idx].sizes(), opts));
       } else {
         adj.push_back(at::empty(bufs_[idx].unpack().sizes(), opts));

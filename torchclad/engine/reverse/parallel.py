@@ -167,15 +167,16 @@ class _Scan:
         if not (isinstance(cond, ir.Binary) and cond.op in ("<", "<=", ">", ">=")):
             return coords
         sp = self.space
+        current = lambda x: sp.alias.get(key(x), key(x)) if isinstance(x, ir.Var) else None
         op, v, other = cond.op, cond.lhs, cond.rhs
-        if not (isinstance(v, ir.Var) and sp.alias.get(key(v), key(v)) in coords):
+        if current(v) not in coords:
             op, v, other = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], cond.rhs, cond.lhs
-        if not (isinstance(v, ir.Var) and sp.alias.get(key(v), key(v)) in coords):
+        k = current(v)
+        if k not in coords:
             return coords
         if any(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var) and
                key(x.target) == key(v) for t in then.stmts for x in ir.walk_stmts(t)):
             return coords
-        k = sp.alias.get(key(v), key(v))
         bound = sp.poly(other)
         if bound is None or k not in sp.coords or k in self._levels:
             return coords      # (a parallel counter keeps its own key: the proofs follow it)
