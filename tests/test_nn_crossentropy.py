@@ -47,6 +47,18 @@ def test_float32_parity(reduction):
     assert set(errors) == {"output[0]", "grad of input 0"}
 
 
+# a row runs in full blocks of 64, then full blocks of 16, then one by one
+# (csrc/kernels/crossentropy.cpp): lengths on both sides of each boundary
+@pytest.mark.parametrize("C", [1, 15, 16, 17, 56, 63, 64, 65, 80, 83, 127, 143, 150])
+def test_row_lengths_around_the_lane_blocks(C):
+    g = torch.Generator().manual_seed(C)
+    x = torch.randn(9, C, dtype=torch.float64, generator=g) * 4
+    t = torch.randint(0, C, (9,), generator=g)
+    t[3] = -100
+    assert_parity(*_pair(reduction="sum"), x, t, rtol=1e-12, atol=1e-12)
+    assert_parity(*_pair(reduction="mean"), x.float(), t, rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("shapes", [((7,), ()), ((4, 7), (4,)), ((2, 7, 3), (2, 3)),
                                     ((2, 7, 3, 2), (2, 3, 2)), ((0, 7), (0,)),
                                     ((0, 7, 3), (0, 3))], ids=str)
