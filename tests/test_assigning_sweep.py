@@ -47,10 +47,11 @@ def test_generated_assigning_sweep_calls_the_assigning_pullback():
     assert "clad::custom_derivatives::matmul_forward_pullback_assign(" in body
     # the accumulating sweep is still the one generated code calls
     assert "matmul_forward_pullback(" in funcs["matmul_forward_reverse_sweep"]
-    # a kernel without one has no such kind
-    gelu = next(s for s in kernels.KERNELS if s.name == "gelu_forward")
+    # a kernel without one, and not elementwise (test_assigning_sweep_generated.py), has no
+    # such kind
+    ln = next(s for s in kernels.KERNELS if s.name == "layernorm_forward")
     assert "reverse_sweep_assign" not in ad.differentiate(
-        kernels.unit_source(gelu), "gelu_forward", list(gelu.wrt)).kinds
+        kernels.unit_source(ln), "layernorm_forward", list(ln.wrt)).kinds
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

@@ -95,7 +95,7 @@ def _signature(d, name, scalar):
            for a in d.adjoints]
     if name.endswith("_reverse_forw"):
         return ", ".join(ps + ["torchclad::Tape&"])
-    if name.endswith("_reverse_sweep"):
+    if name.endswith("_reverse_sweep") or name.endswith("_reverse_sweep_assign"):
         return ", ".join(ps + seed + adj + ["torchclad::Tape&"])
     if name.endswith("_grad"):
         return ", ".join(ps + adj)

@@ -98,6 +98,9 @@ struct Spec {
   // per adjoint (k.adjoints order): its role, the output (seeds) or input it belongs to, and
   // the input whose gradient it becomes (-1: none)
   std::vector<int> adj_role, adj_index, adj_input;
+  // per adjoint, for the assigning sweep: the int parameter holding how many elements of that
+  // input adjoint it writes (-1: all of them); a buffer of another size is zero-filled
+  std::vector<int> adj_extent;
   std::vector<std::vector<at::ScalarType>> adj_dtype;  // [scalar][adjoint]
   std::vector<int> diff_in, diff_out;  // diff_out: outputs with a gradient (then the result)
   py::object planner, fallback;
@@ -198,7 +201,7 @@ class KernelBackward : public Node {
     }
     std::vector<at::Tensor> seeds;
     const bool assign = assigning(e);
-    std::vector<at::Tensor> adj = assign ? assigned_adjoints(grads, outs)
+    std::vector<at::Tensor> adj = assign ? assigned_adjoints(grads, outs, args)
                                          : adjoints(grads, outs, seeds);
     std::vector<Arg> call(args.begin(), args.end());
     if (s.has_ret) {
@@ -316,9 +319,11 @@ class KernelBackward : public Node {
 
   // The adjoint buffers of the assigning sweep: the grads as they come (it only reads them;
   // contiguous, of the seed's dtype: converted only when not), zeros for a missing one, and the
-  // input adjoints uninitialised (it writes every element).
+  // input adjoints uninitialised (it writes every element; a generated elementwise sweep writes
+  // as many as its size argument says: a buffer of another size is zero-filled instead).
   std::vector<at::Tensor> assigned_adjoints(variable_list& grads,
-                                            const std::vector<at::Tensor>& outs) {
+                                            const std::vector<at::Tensor>& outs,
+                                            const std::vector<Arg>& args) {
     Spec& s = *spec_;
     std::vector<at::Tensor> adj;
     for (size_t j = 0; j < s.adj_role.size(); ++j) {
@@ -329,7 +334,10 @@ class KernelBackward : public Node {
         at::Tensor g = take_grad(grads, idx);
         adj.push_back(g.defined() ? g.to(dt).contiguous() : at::zeros(outs[idx].sizes(), opts));
       } else {
-        adj.push_back(at::empty(bufs_[idx].unpack().sizes(), opts));
+        const at::Tensor b = bufs_[idx].unpack();
+        const int ext = s.adj_extent.empty() ? -1 : s.adj_extent[j];
+        const bool full = ext < 0 || args.at(ext).i == static_cast<long long>(b.numel());
+        adj.push_back(full ? at::empty(b.sizes(), opts) : at::zeros(b.sizes(), opts));
       }
     }
     return adj;
@@ -569,6 +577,7 @@ class KernelCall {
     s.adj_role = ints(cfg, "adj_role");
     s.adj_index = ints(cfg, "adj_index");
     s.adj_input = ints(cfg, "adj_input");
+    s.adj_extent = ints(cfg, "adj_extent");
     s.adj_dtype = dtypes(cfg, "adj_dtype");
     s.diff_in = ints(cfg, "diff_in");
     s.diff_out = ints(cfg, "diff_out");

@@ -142,6 +142,7 @@ def kernel_call(kop: Any):
         ret_code="d" if kop.has_ret and k.is_float(k.ret) else "i",
         ret_dtype=[[k.dtype_of(k.ret, s)] for s in scalars] if kop.has_ret else [],
         adj_role=roles, adj_index=index, adj_input=of_input,
+        adj_extent=_assign_extents(k, params),
         adj_dtype=[dtypes(k.adjoints, s) for s in scalars],
         diff_in=list(kop.diff_in),
         diff_out=list(kop.diff_out) + ([len(kop.out_names)] if kop.ret_diff else []),
@@ -155,6 +156,15 @@ def _assign_address(lib: KernelLibrary, name: str, scalar: str) -> int:
     buffers it does not zero-fill and the grads as they come (it only reads them)."""
     binding = binding_name(name, "reverse_sweep_assign", scalar)
     return lib.address(binding) if lib.has(binding) else 0
+
+
+def _assign_extents(k: Any, params: list) -> list:
+    """Per adjoint, the parameter whose value is the number of elements the assigning sweep
+    writes (a generated elementwise sweep: ``Derivative.assign_extents``), -1 when it writes
+    them all (a custom ``f_pullback_assign``) or is not an input's. The C++ backward zero-fills
+    an input adjoint whose buffer has another size."""
+    ext = dict(getattr(k.sig, "assign_extents", ()) or ())
+    return [params.index(k.by_name[ext[w]]) if w in ext else -1 for w in k.adjoints]
 
 
 def _fallback(kop: Any):

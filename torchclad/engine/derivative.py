@@ -70,6 +70,11 @@ class Derivative:
     # f_pullback_pushforward's tangent parameters: indices into f_pullback's parameters
     # (params..., [_d_y], adjoints...), in order.
     second_mask: tuple = ()
+    # The assigning sweep (kind "reverse_sweep_assign") of a generated elementwise kernel
+    # (engine/reverse/assign.py): ((input adjoint, size parameter), ...): it writes every element
+    # of that adjoint when the buffer has as many elements as the size parameter's value (else
+    # the caller zeroes it). Empty for a custom f_pullback_assign, which writes every element.
+    assign_extents: tuple = ()
 
     @property
     def code(self) -> str:

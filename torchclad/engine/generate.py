@@ -23,6 +23,7 @@ from .opt.simplify import cse_calls, dead_code, dead_resets
 from .opt.unswitch import unswitch
 from .plan import Node
 from .reverse.assemble import Assembler
+from .reverse.assign import elementwise_assign
 
 TAPE_TYPE = ir.Type("torchclad::Tape")
 TAPE_PARAM = (ir.Type("torchclad::Tape&"), names.TAPE)
@@ -38,6 +39,9 @@ class Generated:
     sweep_writes_primal: bool     # may the reverse sweep write primal memory
     notes: tuple = ()             # ((loc, text), ...): pragmas not kept, loops left serial
     functions: tuple = ()         # the same functions as IR (forward mode differentiates them)
+    # the assigning sweep's input adjoints: ((adjoint param uid, extent param uid), ...), see
+    # reverse/assign.py (empty when there is no assigning sweep, or a custom one)
+    assign_extents: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,17 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
         texts += pullback_and_grad(node.base, fn, sig, combined)
         notes += asm.notes
     texts += split_pair(node.base, fn, sig, reset + forward, sweep)
+    extents = ()
+    if node.top and not reset:
+        variant = elementwise_assign(an.fn, sweep, node.adjoints, written_params(an.fn),
+                                     rv.adj_names)
+        if variant is not None:
+            texts.append(_function(names.reverse_sweep_assign(node.base), ir.VOID,
+                                   sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
+                                   variant[0], fn.template))
+            extents = tuple(variant[1].items())
     return Generated(tuple((n, t) for n, t, _ in texts), writes,
-                     tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f))
+                     tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f), extents)
 
 
 def disjoint_flags(rv, rec) -> list:

@@ -42,6 +42,8 @@ class Signature:
     restores: bool = True
     # the generated entry points (Derivative.kinds); the reverse mode's when not recorded
     kinds: tuple = REVERSE_KINDS
+    # the assigning sweep's ((input adjoint, size parameter), ...): Derivative.assign_extents
+    assign_extents: tuple = ()
 
 
 def _param(p: Any, template: tuple) -> dict:
@@ -72,6 +74,7 @@ def dumps(units: Iterable[tuple[str, Iterable[Any]]]) -> str:
                 "unit": unit,
                 "restores": sweep_restores(d),
                 "kinds": list(getattr(d, "kinds", None) or REVERSE_KINDS),
+                "assign_extents": [list(x) for x in getattr(d, "assign_extents", ())],
             }
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
@@ -93,6 +96,7 @@ def loads(text: str) -> dict[str, Signature]:
             unit=s.get("unit", ""),
             restores=bool(s.get("restores", True)),
             kinds=tuple(s.get("kinds", REVERSE_KINDS)),
+            assign_extents=tuple(tuple(x) for x in s.get("assign_extents", ())),
         )
         for name, s in data.items()
     }

@@ -1,0 +1,163 @@
+"""The generated assigning sweep of an elementwise kernel (torchclad/engine/reverse/assign.py).
+
+The engine derives ``f_reverse_sweep_assign`` from a one-loop elementwise kernel's sweep: each
+input adjoint element assigned once (``_d_inp[i] = ...``), the seeds only read (no reset). The
+C++ eager backward takes it on uninitialised input adjoints when the buffer has as many
+elements as the size argument says (else zeroed ones) and passes the caller's grads uncopied.
+The checks: which kernels get one (and which must not), gradients equal to the accumulating
+sweep's and to torch's whatever the buffers held, the caller's grad unchanged, and a kernel
+that covers only part of its arrays (the rest of the gradient stays zero)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from nn_helpers import ATOL, RTOL
+
+import torchclad
+import torchclad.nn as tnn
+from torchclad import engine as ad
+from torchclad.bridge import op as ops
+from torchclad.builtin import ops as builtin_ops
+from torchclad.builtin import registry as kernels
+
+
+def _derive(name):
+    spec = next(s for s in kernels.KERNELS if s.name == name)
+    return ad.differentiate(kernels.unit_source(spec), name, list(spec.wrt))
+
+
+@pytest.mark.parametrize("name,extents", [
+    ("gelu_forward", (("inp", "N"),)), ("gelu_erf_forward", (("inp", "N"),)),
+    ("residual_forward", (("inp1", "N"), ("inp2", "N")))])
+def test_elementwise_builtins_get_an_assigning_sweep(name, extents):
+    d = _derive(name)
+    assert "reverse_sweep_assign" in d.kinds and d.assign_extents == extents
+    body = dict(d.functions)[name + "_reverse_sweep_assign"]
+    for adj, _ in extents:
+        assert f"_d_{adj}[i] = " in body and f"_d_{adj}[i] +=" not in body
+    assert "_d_out[i] = 0" not in body and "_d_out[i]" in body
+    assert "#pragma omp parallel for" in body
+    # the accumulating sweep is unchanged: Clad's contract
+    sweep = dict(d.functions)[name + "_reverse_sweep"]
+    assert "_d_out[i] = 0" in sweep and f"_d_{extents[0][0]}[i] +=" in sweep
+
+
+@pytest.mark.parametrize("name", ["layernorm_forward", "softmax_forward",
+                                  "crossentropy_forward", "attention_forward"])
+def test_other_builtins_keep_the_accumulating_sweep_only(name):
+    d = _derive(name)
+    assert "reverse_sweep_assign" not in d.kinds and d.assign_extents == ()
+
+
+NOT_ELEMENTWISE = {
+    # an input element read twice: two additions into one adjoint element
+    "read_twice": "for (int i = 0; i < n; i++) out[i] = x[i] * x[i];",
+    # another iteration's element
+    "neighbour": "for (int i = 0; i < n; i++) out[i] = x[i] + x[(i + 1) % n];",
+    # a strided element: not every element of d x is written
+    "strided": "for (int i = 0; i < n; i++) out[i] = x[2 * i];",
+    # the output read back: its adjoint is added to
+    "reads_output": "for (int i = 0; i < n; i++) { out[i] = x[i]; out[i] = out[i] * 3.0; }",
+    # a branch
+    "branch": "for (int i = 0; i < n; i++) { if (x[i] > 0) out[i] = x[i]; else out[i] = 0; }",
+    # not from 0
+    "offset": "for (int i = 1; i < n; i++) out[i] = 2.0 * x[i];",
+    # two loops
+    "two_loops": "for (int i = 0; i < n; i++) out[i] = x[i];\n"
+                 "    for (int i = 0; i < n; i++) out[i] = 2.0 * x[i];",
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_ELEMENTWISE))
+def test_no_assigning_sweep_where_it_could_differ(case):
+    src = f"void f(double* out, const double* x, int n) {{\n    {NOT_ELEMENTWISE[case]}\n}}\n"
+    d = ad.differentiate(src, "f", "x")
+    assert "reverse_sweep_assign" not in d.kinds, dict(d.functions).get("f_reverse_sweep_assign")
+
+
+ELEMENTWISE = r"""
+#include <cmath>
+void soft(double* out, const double* x, const double* y, int n) {
+    for (int i = 0; i < n; i++) {
+        double a = x[i];
+        out[i] = std::log1p(std::exp(a)) * y[i];
+    }
+}
+"""
+
+
+def _soft_grads(x, y, g, n):
+    x = x.detach().clone().requires_grad_(True)
+    y = y.detach().clone().requires_grad_(True)
+    out = torch.nn.functional.softplus(x[:n]) * y[:n]
+    out.backward(g[:n])
+    return x.grad, y.grad
+
+
+def test_user_kernel_takes_it_and_matches_torch_backward_after_backward():
+    f = torchclad.function(ELEMENTWISE, "soft", inputs=["x", "y"], outputs={"out": ("n",)},
+                           input_shapes={"x": ("n",), "y": ("n",)})
+    kop = ops.kernel_op(f)
+    assert kop.fast is not None, "torchclad._C_dispatch is not built (make install builds it)"
+    before = kop.fast.stats()["assigning_sweep"]
+    for k in range(3):     # recycled memory: a missed element would show
+        x = torch.randn(37, dtype=torch.float64, requires_grad=True)
+        y = torch.randn(37, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(37, dtype=torch.float64) * (k + 1)
+        keep = g.clone()
+        f(x, y).backward(g)
+        assert torch.equal(g, keep)
+        gx, gy = _soft_grads(x, y, g, 37)
+        torch.testing.assert_close(x.grad, gx, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(y.grad, gy, rtol=1e-12, atol=1e-12)
+    assert kop.fast.stats()["assigning_sweep"] - before == 3
+    x = torch.randn(9, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(9, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (x, y))
+
+
+def test_a_kernel_covering_part_of_its_arrays_leaves_the_rest_of_the_gradient_zero():
+    """n = numel - 5: the sweep writes the first n elements; the bridge zero-fills the
+    buffers (not the size the sweep covers), so the last 5 come out 0, not garbage."""
+    f = torchclad.function(ELEMENTWISE, "soft", inputs=["x", "y"],
+                           outputs={"out": lambda x, y: (x.numel(),)},
+                           sizes={"n": lambda x, y: x.numel() - 5})
+    kop = ops.kernel_op(f)
+    before = kop.fast.stats()["assigning_sweep"]
+    n = 3000      # heap-sized buffers: freed gradients come back holding their values
+    for _ in range(4):
+        x = torch.randn(n, dtype=torch.float64, requires_grad=True)
+        y = torch.randn(n, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(n, dtype=torch.float64) + 3
+        f(x, y).backward(g)
+        gx, gy = _soft_grads(x, y, g, n - 5)
+        torch.testing.assert_close(x.grad, gx, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(y.grad, gy, rtol=1e-12, atol=1e-12)
+        assert torch.equal(x.grad[n - 5:], torch.zeros(5, dtype=torch.float64))
+    assert kop.fast.stats()["assigning_sweep"] - before == 4
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_gelu_and_residual_modules_take_it(dtype):
+    if builtin_ops.gelu_op.fast is None:
+        pytest.skip("no C++ eager path for the built-in kernels here")
+    torch.manual_seed(0)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=RTOL, atol=ATOL)
+    ours, ref = tnn.GELU(approximate="tanh"), torch.nn.GELU(approximate="tanh")
+    before = (builtin_ops.gelu_op.fast.stats()["assigning_sweep"],
+              builtin_ops.residual_op.fast.stats()["assigning_sweep"])
+    for k in range(3):
+        x = torch.randn(4, 33, 70, dtype=dtype)
+        g = torch.randn(4, 33, 70, dtype=dtype) * (k + 1)
+        keep = g.clone()
+        a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        ours(a).backward(g)
+        ref(b).backward(g)
+        torch.testing.assert_close(a.grad, b.grad, **tol)
+        u, v = x.clone().requires_grad_(True), (2 * x).requires_grad_(True)
+        builtin_ops.residual_op(u, v).backward(g)
+        assert torch.equal(u.grad, g) and torch.equal(v.grad, g) and torch.equal(g, keep)
+    after = (builtin_ops.gelu_op.fast.stats()["assigning_sweep"],
+             builtin_ops.residual_op.fast.stats()["assigning_sweep"])
+    assert after[0] - before[0] == 3 and after[1] - before[1] == 3
