@@ -161,3 +161,22 @@ def test_gelu_and_residual_modules_take_it(dtype):
     after = (builtin_ops.gelu_op.fast.stats()["assigning_sweep"],
              builtin_ops.residual_op.fast.stats()["assigning_sweep"])
     assert after[0] - before[0] == 3 and after[1] - before[1] == 3
+
+
+def test_spent_seeds_start_later_input_adjoints():
+    """A grad the autograd engine hands over alone is kept once the assigning sweep has read
+    it, and becomes a later sweep's input adjoint as it is (holding that old grad): every
+    element must be overwritten. Backward after backward against torch."""
+    if builtin_ops.gelu_op.fast is None:
+        pytest.skip("no C++ eager path for the built-in kernels here")
+    torch.manual_seed(1)
+    ours, ref = tnn.GELU(approximate="tanh"), torch.nn.GELU(approximate="tanh")
+    before = builtin_ops.gelu_op.fast.stats()["assigning_sweep"]
+    for k in range(4):
+        x = torch.randn(3, 41, 50, dtype=torch.float64)
+        w = torch.randn(3, 41, 50, dtype=torch.float64) * (k + 2)
+        a, b = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        (ours(a) * w).sum().backward()      # mul's backward: a fresh grad, handed over alone
+        (ref(b) * w).sum().backward()
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-12)
+    assert builtin_ops.gelu_op.fast.stats()["assigning_sweep"] - before == 4

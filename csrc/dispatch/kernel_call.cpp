@@ -201,7 +201,7 @@ class KernelBackward : public Node {
     }
     std::vector<at::Tensor> seeds;
     const bool assign = assigning(e);
-    std::vector<at::Tensor> adj = assign ? assigned_adjoints(grads, outs, args)
+    std::vector<at::Tensor> adj = assign ? assigned_adjoints(grads, outs, args, seeds)
                                          : adjoints(grads, outs, seeds);
     std::vector<Arg> call(args.begin(), args.end());
     if (s.has_ret) {
@@ -224,7 +224,10 @@ class KernelBackward : public Node {
     for (auto& [buf, values] : kept)  // a raw copy back: the version counter is not bumped
       std::memcpy(buf.data_ptr(), values.data_ptr(), buf.numel() * buf.element_size());
     scratch_.clear();
-    spec_->pool.give_back(seeds);
+    if (assign)
+      spec_->pool.keep_scratch(seeds);
+    else
+      spec_->pool.give_back(seeds);
     variable_list res;
     for (int i : s.diff_in) {
       at::Tensor g;
@@ -320,10 +323,13 @@ class KernelBackward : public Node {
   // The adjoint buffers of the assigning sweep: the grads as they come (it only reads them;
   // contiguous, of the seed's dtype: converted only when not), zeros for a missing one, and the
   // input adjoints uninitialised (it writes every element; a generated elementwise sweep writes
-  // as many as its size argument says: a buffer of another size is zero-filled instead).
+  // as many as its size argument says: a buffer of another size is zero-filled instead), from
+  // the pool's spent seeds when it has one. `seeds` receives the grads handed over alone: kept
+  // for later sweeps once this one is done.
   std::vector<at::Tensor> assigned_adjoints(variable_list& grads,
                                             const std::vector<at::Tensor>& outs,
-                                            const std::vector<Arg>& args) {
+                                            const std::vector<Arg>& args,
+                                            std::vector<at::Tensor>& seeds) {
     Spec& s = *spec_;
     std::vector<at::Tensor> adj;
     for (size_t j = 0; j < s.adj_role.size(); ++j) {
@@ -332,12 +338,15 @@ class KernelBackward : public Node {
       auto opts = at::TensorOptions().dtype(dt);
       if (s.adj_role[j] == kSeed) {
         at::Tensor g = take_grad(grads, idx);
+        const bool own = torchclad_dispatch::AdjointPool::owned(g) && g.scalar_type() == dt &&
+                         g.sizes() == outs[idx].sizes();
         adj.push_back(g.defined() ? g.to(dt).contiguous() : at::zeros(outs[idx].sizes(), opts));
+        if (own) seeds.push_back(adj.back());
       } else {
         const at::Tensor b = bufs_[idx].unpack();
         const int ext = s.adj_extent.empty() ? -1 : s.adj_extent[j];
         const bool full = ext < 0 || args.at(ext).i == static_cast<long long>(b.numel());
-        adj.push_back(full ? at::empty(b.sizes(), opts) : at::zeros(b.sizes(), opts));
+        adj.push_back(full ? s.pool.scratch(b.sizes(), dt) : at::zeros(b.sizes(), opts));
       }
     }
     return adj;

@@ -73,8 +73,9 @@ def _counted_loop(stmts, int_params: dict) -> "tuple[ir.Loop, str, str]":
             raise _NoVariant
         for e in ir.stmt_exprs(s):
             for x in ir.walk_expr(e):
-                if isinstance(x, ir.Call) and x.user:
-                    raise _NoVariant
+                if (isinstance(x, ir.Call) and x.user) or \
+                        (isinstance(x, ir.Unary) and x.op == "&"):
+                    raise _NoVariant  # a user call, an address that could be written through
     return loop, i, cond.rhs.name
 
 
@@ -135,10 +136,12 @@ def _derive(fn, sweep, adjoints, written, adj_names):
         stmts[hits[0]] = replace(stmts[hits[0]], op="=")
     for o in seeds:
         d = adj_names[o.uid]
-        stmts = [s for s in stmts if not (isinstance(s, ir.Assign) and s.op == "="
-                                          and _at_counter(s.target, d, si)
-                                          and isinstance(s.value, ir.Const)
-                                          and s.value.text == "0")]
+        resets = [k for k, s in enumerate(stmts) if isinstance(s, ir.Assign) and s.op == "="
+                  and _at_counter(s.target, d, si) and isinstance(s.value, ir.Const)
+                  and s.value.text == "0"]
+        if resets and _mentions(stmts[resets[0] + 1:], d):
+            raise _NoVariant           # read after its reset: that read sees 0, not the seed
+        stmts = [s for k, s in enumerate(stmts) if k not in resets]
         for s in stmts:
             for x in ir.walk_stmts(s):
                 if isinstance(x, ir.Assign) and isinstance(x.target, (ir.Index, ir.Unary)) and \
