@@ -15,6 +15,11 @@
 // view alone): the sweep may then reset it in place, instead of working on a copy. This is the
 // test torch's AccumulateGrad makes before it steals a gradient; a grad the caller still holds
 // (`y.backward(g)`, a hook, retain_grad, a view of either) has more references and is copied.
+//
+// An assigning sweep (kernel_call.cpp's `assigning`) reads its seeds without resetting them and
+// writes every element of its input adjoints: a grad handed over alone is kept after it as
+// scratch, as it is (`keep_scratch`), and starts a later assigning sweep's input adjoint of its
+// shape (`scratch`), so that buffer is not new memory from the kernel every backward.
 #pragma once
 
 #include <ATen/ATen.h>
