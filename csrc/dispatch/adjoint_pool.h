@@ -94,12 +94,7 @@ class AdjointPool {
       t = plain(std::move(t));
       Key key{t.sizes().vec(), t.scalar_type()};
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = scratch_.find(key);
-      if (it == scratch_.end()) {
-        if (scratch_.size() >= kKeys) scratch_.erase(scratch_.begin());
-        it = scratch_.emplace(key, std::vector<at::Tensor>{}).first;
-      }
-      if (it->second.size() < kPerKey) it->second.push_back(std::move(t));
+      keep(scratch_, key, std::move(t));
     }
     seeds.clear();
   }
@@ -119,12 +114,7 @@ class AdjointPool {
         }
         checked_.insert(key);
       }
-      auto it = zero_.find(key);
-      if (it == zero_.end()) {
-        if (zero_.size() >= kKeys) zero_.erase(zero_.begin());
-        it = zero_.emplace(key, std::vector<at::Tensor>{}).first;
-      }
-      if (it->second.size() < kPerKey) it->second.push_back(std::move(t));
+      keep(zero_, key, std::move(t));
     }
     seeds.clear();
   }
@@ -142,6 +132,16 @@ class AdjointPool {
     if (!t.is_view()) return t;
     return at::empty({0}, t.options()).set_(t.storage(), t.storage_offset(), t.sizes(),
                                             t.strides());
+  }
+
+  // t into kept[key]: at most kKeys shapes (the oldest dropped), kPerKey buffers each.
+  static void keep(std::map<Key, std::vector<at::Tensor>>& kept, const Key& key, at::Tensor t) {
+    auto it = kept.find(key);
+    if (it == kept.end()) {
+      if (kept.size() >= kKeys) kept.erase(kept.begin());
+      it = kept.emplace(key, std::vector<at::Tensor>{}).first;
+    }
+    if (it->second.size() < kPerKey) it->second.push_back(std::move(t));
   }
 
   static bool stealable(const at::Tensor& g, at::IntArrayRef shape, at::ScalarType dtype) {
