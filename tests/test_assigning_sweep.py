@@ -47,11 +47,11 @@ def test_generated_assigning_sweep_calls_the_assigning_pullback():
     assert "clad::custom_derivatives::matmul_forward_pullback_assign(" in body
     # the accumulating sweep is still the one generated code calls
     assert "matmul_forward_pullback(" in funcs["matmul_forward_reverse_sweep"]
-    # a kernel without one, and not elementwise (test_assigning_sweep_generated.py), has no
-    # such kind
-    ln = next(s for s in kernels.KERNELS if s.name == "layernorm_forward")
+    # a kernel without one, not elementwise (test_assigning_sweep_generated.py) and reading
+    # an output back (test_read_only_seeds.py), has no such kind
+    at = next(s for s in kernels.KERNELS if s.name == "attention_forward")
     assert "reverse_sweep_assign" not in ad.differentiate(
-        kernels.unit_source(ln), "layernorm_forward", list(ln.wrt)).kinds
+        kernels.unit_source(at), "attention_forward", list(at.wrt)).kinds
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

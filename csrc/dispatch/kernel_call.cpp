@@ -99,8 +99,11 @@ struct Spec {
   // the input whose gradient it becomes (-1: none)
   std::vector<int> adj_role, adj_index, adj_input;
   // per adjoint, for the assigning sweep: the int parameter holding how many elements of that
-  // input adjoint it writes (-1: all of them); a buffer of another size is zero-filled
+  // input adjoint it writes (-1: all of them; -2: it adds into it); a buffer of another size
+  // (or one it adds into) is zero-filled
   std::vector<int> adj_extent;
+  // the int parameters that must be >= 0 for the assigning sweep (its proof assumes so)
+  std::vector<int> assign_nonneg;
   std::vector<std::vector<at::ScalarType>> adj_dtype;  // [scalar][adjoint]
   std::vector<int> diff_in, diff_out;  // diff_out: outputs with a gradient (then the result)
   py::object planner, fallback;
@@ -200,7 +203,7 @@ class KernelBackward : public Node {
       for (size_t o = 0; o < s.out_param.size(); ++o) kept.emplace_back(outs[o], outs[o].clone());
     }
     std::vector<at::Tensor> seeds;
-    const bool assign = assigning(e);
+    const bool assign = assigning(e, args, grads, outs);
     std::vector<at::Tensor> adj = assign ? assigned_adjoints(grads, outs, args, seeds)
                                          : adjoints(grads, outs, seeds);
     std::vector<Arg> call(args.begin(), args.end());
@@ -311,13 +314,32 @@ class KernelBackward : public Node {
     return g;
   }
 
-  // Whether this backward takes the assigning sweep: the kernel has one, and every adjoint is a
-  // seed or an array input's (an in-out buffer or a scalar's adjoint is accumulated into).
-  bool assigning(const Entries& e) const {
+  // Whether this backward takes the assigning sweep: the kernel has one, every adjoint is a
+  // seed or an array input's (an in-out buffer or a scalar's adjoint is accumulated into), and
+  // the int arguments its proof assumes non-negative are. A sweep that still adds into an
+  // input adjoint (extent -2: it only spares the seeds) is taken only when a grad would
+  // otherwise be copied: a grad handed over alone is reset in place by the accumulating sweep
+  // and then starts a later input adjoint as a zero buffer, which is cheaper than the zero
+  // fill the adding variant needs.
+  bool assigning(const Entries& e, const std::vector<Arg>& args, const variable_list& grads,
+                 const std::vector<at::Tensor>& outs) const {
+    const Spec& s = *spec_;
     if (e.sweep_assign == nullptr) return false;
-    for (int role : spec_->adj_role)
+    for (int role : s.adj_role)
       if (role != kSeed && role != kInput) return false;
-    return true;
+    for (int k : s.assign_nonneg)
+      if (args.at(k).i < 0) return false;
+    bool adds = false;
+    for (int ext : s.adj_extent) adds = adds || ext == -2;
+    if (!adds) return true;
+    for (size_t k = 0; k < s.diff_out.size() && k < grads.size(); ++k) {
+      const at::Tensor& g = grads[k];
+      const int o = s.diff_out[k];
+      if (g.defined() && o < static_cast<int>(outs.size()) &&
+          !torchclad_dispatch::AdjointPool::owned(g))
+        return true;  // a grad someone else holds: the accumulating sweep would copy it
+    }
+    return false;
   }
 
   // The adjoint buffers of the assigning sweep: the grads as they come (it only reads them;
@@ -345,6 +367,10 @@ class KernelBackward : public Node {
       } else {
         const at::Tensor b = bufs_[idx].unpack();
         const int ext = s.adj_extent.empty() ? -1 : s.adj_extent[j];
+        if (ext == -2) {  // added into
+          adj.push_back(s.pool.zeros(b.sizes(), dt));
+          continue;
+        }
         const bool full = ext < 0 || args.at(ext).i == static_cast<long long>(b.numel());
         adj.push_back(full ? s.pool.scratch(b.sizes(), dt) : at::zeros(b.sizes(), opts));
       }
@@ -587,6 +613,7 @@ class KernelCall {
     s.adj_index = ints(cfg, "adj_index");
     s.adj_input = ints(cfg, "adj_input");
     s.adj_extent = ints(cfg, "adj_extent");
+    s.assign_nonneg = ints(cfg, "assign_nonneg");
     s.adj_dtype = dtypes(cfg, "adj_dtype");
     s.diff_in = ints(cfg, "diff_in");
     s.diff_out = ints(cfg, "diff_out");

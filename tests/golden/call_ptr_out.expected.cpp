@@ -26,6 +26,7 @@ void axpy_reverse_sweep(int n, double a, const double* x, double* y, double* _d_
         double _lane0[16] = {};
         int _ib0 = 0;
         for (; _ib0 + 16 <= n; _ib0 += 16) {
+            #pragma omp simd
             for (int _j0 = 0; _j0 < 16; ++_j0) {
                 int i = _ib0 + _j0;
                 _lane0[_j0] += _d_y[i] * x[i];

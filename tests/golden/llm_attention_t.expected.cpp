@@ -115,6 +115,7 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                         T _lane0[16] = {};
                         int _ib0 = 0;
                         for (; _ib0 + 16 <= t + 1; _ib0 += 16) {
+                            #pragma omp simd
                             for (int _j0 = 0; _j0 < 16; ++_j0) {
                                 int s = _ib0 + _j0;
                                 T _r_d3 = _d_att[w - att + s];
@@ -147,6 +148,7 @@ void attention_forward_t_pullback(T* out, T* preatt, T* att, const T* inp, int B
                         T _lane1[16] = {};
                         int _ib1 = 0;
                         for (; _ib1 + 16 <= t + 1; _ib1 += 16) {
+                            #pragma omp simd
                             for (int _j1 = 0; _j1 < 16; ++_j1) {
                                 int s = _ib1 + _j1;
                                 _d_att[w - att + s] += _d_sum;
@@ -348,6 +350,7 @@ void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, 
                         T _lane0[16] = {};
                         int _ib0 = 0;
                         for (; _ib0 + 16 <= t + 1; _ib0 += 16) {
+                            #pragma omp simd
                             for (int _j0 = 0; _j0 < 16; ++_j0) {
                                 int s = _ib0 + _j0;
                                 T _r_d3 = _d_att[w - att + s];
@@ -380,6 +383,7 @@ void attention_forward_t_reverse_sweep(T* out, T* preatt, T* att, const T* inp, 
                         T _lane1[16] = {};
                         int _ib1 = 0;
                         for (; _ib1 + 16 <= t + 1; _ib1 += 16) {
+                            #pragma omp simd
                             for (int _j1 = 0; _j1 < 16; ++_j1) {
                                 int s = _ib1 + _j1;
                                 _d_att[w - att + s] += _d_sum;

@@ -65,6 +65,7 @@ void softmax_forward_d_pullback(double* probs, const double* logits, int N, int 
                 double _lane0[16] = {};
                 int _ib0 = 0;
                 for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    #pragma omp simd
                     for (int _j0 = 0; _j0 < 16; ++_j0) {
                         int j = _ib0 + _j0;
                         _d_probs[p - probs + j] += _d_sum;
@@ -177,6 +178,7 @@ void softmax_forward_d_reverse_sweep(double* probs, const double* logits, int N,
                 double _lane0[16] = {};
                 int _ib0 = 0;
                 for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    #pragma omp simd
                     for (int _j0 = 0; _j0 < 16; ++_j0) {
                         int j = _ib0 + _j0;
                         _d_probs[p - probs + j] += _d_sum;

@@ -124,3 +124,35 @@ void omp_collapse3_reverse_sweep(double* out, const double* inp, int B, int T, i
         }
     }
 }
+
+void omp_collapse3_reverse_sweep_assign(double* out, const double* inp, int B, int T, int C, int H, double* _d_out, double* _d_inp, torchclad::Tape& _tape) {
+    int D = C / H;
+    {
+        long _t1 = T > 0 ? T : 0;
+        long _t2 = H > 0 ? H : 0;
+        torchclad::IterRecords _t4 = torchclad::IterRecords::load(_tape);
+        #pragma omp parallel for if(C >= 0 && H >= 1)
+        for (int b = 0; b < B; ++b) {
+            for (int t = 0; t < T; ++t) {
+                for (int h = 0; h < H; ++h) {
+                    torchclad::Tape& _tape = _t4.replay(((b * _t1 + t) * _t2 + h));
+                    const double* q = inp + (b * T + t) * 2 * C + h * D;
+                    double _d_acc = double(0);
+                    double _r_d0 = _d_out[(b * T + t) * H + h];
+                    _d_acc += _r_d0;
+                    for (int s = t + 1; s-- > 0; ) {
+                        double dot = _tape.pop<double>();
+                        const double* k = inp + (b * T + s) * 2 * C + C + h * D;
+                        double _d_dot = double(0);
+                        _d_dot += _d_acc * dot;
+                        _d_dot += dot * _d_acc;
+                        for (int i = 0; i < D; ++i) {
+                            _d_inp[q - inp + i] += _d_dot * k[i];
+                            _d_inp[k - inp + i] += q[i] * _d_dot;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -79,3 +79,25 @@ void omp_records_reverse_sweep(double* out, const double* inp, int B, int C, dou
         }
     }
 }
+
+void omp_records_reverse_sweep_assign(double* out, const double* inp, int B, int C, double* _d_out, double* _d_inp, torchclad::Tape& _tape) {
+    {
+        torchclad::IterRecords _t1 = torchclad::IterRecords::load(_tape);
+        #pragma omp parallel for
+        for (int b = 0; b < B; ++b) {
+            torchclad::Tape& _tape = _t1.replay(b);
+            double p = _tape.pop<double>();
+            double _d_p = double(0);
+            double _r_d1 = _d_out[b];
+            _d_p += _r_d1;
+            for (int i = C - b % 3; i-- > 0; ) {
+                double _r_d0 = _d_p;
+                _d_p = 0;
+                p = _tape.pop<double>();
+                _d_p += _r_d0 * (1.0 + inp[b * C + i] * inp[b * C + i]);
+                _d_inp[b * C + i] += p * _r_d0 * inp[b * C + i];
+                _d_inp[b * C + i] += inp[b * C + i] * (p * _r_d0);
+            }
+        }
+    }
+}

@@ -43,6 +43,7 @@ void omp_rows_shared_pullback(double* out, const double* inp, const double* w, c
                     double _lane0[16] = {};
                     int _ib0 = 0;
                     for (; _ib0 + 16 <= C; _ib0 += 16) {
+                        #pragma omp simd
                         for (int _j0 = 0; _j0 < 16; ++_j0) {
                             int i = _ib0 + _j0;
                             double _r_d0 = _d_out[b * C + i];
@@ -129,6 +130,7 @@ void omp_rows_shared_reverse_sweep(double* out, const double* inp, const double*
                     double _lane0[16] = {};
                     int _ib0 = 0;
                     for (; _ib0 + 16 <= C; _ib0 += 16) {
+                        #pragma omp simd
                         for (int _j0 = 0; _j0 < 16; ++_j0) {
                             int i = _ib0 + _j0;
                             double _r_d0 = _d_out[b * C + i];
@@ -143,6 +145,71 @@ void omp_rows_shared_reverse_sweep(double* out, const double* inp, const double*
                     for (int i = _ib0; i < C; ++i) {
                         double _r_d0 = _d_out[b * C + i];
                         _d_out[b * C + i] = 0;
+                        _d_inp[x - inp + i] += _r_d0 * m;
+                        _d_m += x[i] * _r_d0;
+                        if (bias != nullptr) {
+                            _d_bias[i] += _r_d0;
+                        }
+                    }
+                    for (int _j0 = 0; _j0 < 16; ++_j0) {
+                        _d_m += _lane0[_j0];
+                    }
+                }
+                for (int i = 0; i < C; ++i) {
+                    _d_inp[x - inp + i] += _d_m * w[i];
+                    _d_w[i] += x[i] * _d_m;
+                }
+            }
+        }
+        if (_t6) {
+            torchclad::par_combine(_t9, _t8.data(), _t5, _t3);
+        }
+        if (_t6) {
+            torchclad::par_combine(_t11, _t10.data(), _t5, _t4);
+        }
+    }
+}
+
+void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const double* w, const double* bias, int B, int C, double* _d_out, double* _d_inp, double* _d_w, double* _d_bias, torchclad::Tape& _tape) {
+    {
+        long _t1 = B > 0 ? B : 0;
+        std::vector<double> _t0(_t1);
+        _tape.pop_array(_t0.data(), _t1);
+        bool _t2 = C >= 0;
+        long _t3 = (long)C;
+        long _t4 = (long)C;
+        long _t5 = _t2 ? torchclad::par_chunks(_t1, _t3 + _t4) : 1;
+        bool _t6 = _t5 > 1;
+        double* _t9 = _d_bias;
+        std::vector<double> _t8(_t6 ? _t5 * _t3 : 0);
+        double* _t11 = _d_w;
+        std::vector<double> _t10(_t6 ? _t5 * _t4 : 0);
+        #pragma omp parallel for if(_t6)
+        for (long _t7 = 0; _t7 < _t5; ++_t7) {
+            double* _d_bias = _t6 ? (_t8.data()) + _t7 * _t3 : _t9;
+            double* _d_w = _t6 ? (_t10.data()) + _t7 * _t4 : _t11;
+            for (long _t12 = torchclad::par_begin(_t7, _t1, _t5); _t12 < torchclad::par_begin(_t7 + 1, _t1, _t5); ++_t12) {
+                int b = static_cast<int>(_t12);
+                double m = static_cast<double>(_t0[b]);
+                const double* x = inp + b * C;
+                double _d_m = double(0);
+                {
+                    double _lane0[16] = {};
+                    int _ib0 = 0;
+                    for (; _ib0 + 16 <= C; _ib0 += 16) {
+                        #pragma omp simd
+                        for (int _j0 = 0; _j0 < 16; ++_j0) {
+                            int i = _ib0 + _j0;
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _lane0[_j0] += x[i] * _r_d0;
+                            if (bias != nullptr) {
+                                _d_bias[i] += _r_d0;
+                            }
+                        }
+                    }
+                    for (int i = _ib0; i < C; ++i) {
+                        double _r_d0 = _d_out[b * C + i];
                         _d_inp[x - inp + i] += _r_d0 * m;
                         _d_m += x[i] * _r_d0;
                         if (bias != nullptr) {

@@ -34,3 +34,13 @@ void omp_scatter_reverse_sweep(double* out, const long* idx, const double* table
         }
     }
 }
+
+void omp_scatter_reverse_sweep_assign(double* out, const long* idx, const double* table, int N, int C, double* _d_out, double* _d_table, torchclad::Tape& _tape) {
+    for (int n = 0; n < N; ++n) {
+        for (int i = 0; i < C; ++i) {
+            double _r_d0 = _d_out[n * C + i];
+            _d_table[idx[n] * C + i] += _r_d0 * table[idx[n] * C + i];
+            _d_table[idx[n] * C + i] += table[idx[n] * C + i] * _r_d0;
+        }
+    }
+}

@@ -37,6 +37,7 @@ void unswitch_rows_pullback(double* y, const double* x, int N, int V, int S, dou
                 double _lane0[16] = {};
                 int _ib0 = 0;
                 for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    #pragma omp simd
                     for (int _j0 = 0; _j0 < 16; ++_j0) {
                         int j = _ib0 + _j0;
                         double _r_d1 = _d_y[yr - y + j];
@@ -125,6 +126,7 @@ void unswitch_rows_reverse_sweep(double* y, const double* x, int N, int V, int S
                 double _lane0[16] = {};
                 int _ib0 = 0;
                 for (; _ib0 + 16 <= V; _ib0 += 16) {
+                    #pragma omp simd
                     for (int _j0 = 0; _j0 < 16; ++_j0) {
                         int j = _ib0 + _j0;
                         double _r_d1 = _d_y[yr - y + j];

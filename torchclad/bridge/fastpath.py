@@ -143,6 +143,8 @@ def kernel_call(kop: Any):
         ret_dtype=[[k.dtype_of(k.ret, s)] for s in scalars] if kop.has_ret else [],
         adj_role=roles, adj_index=index, adj_input=of_input,
         adj_extent=_assign_extents(k, params),
+        assign_nonneg=[params.index(k.by_name[n])
+                       for n in getattr(k.sig, "assign_nonneg", ()) or ()],
         adj_dtype=[dtypes(k.adjoints, s) for s in scalars],
         diff_in=list(kop.diff_in),
         diff_out=list(kop.diff_out) + ([len(kop.out_names)] if kop.ret_diff else []),
@@ -160,11 +162,13 @@ def _assign_address(lib: KernelLibrary, name: str, scalar: str) -> int:
 
 def _assign_extents(k: Any, params: list) -> list:
     """Per adjoint, the parameter whose value is the number of elements the assigning sweep
-    writes (a generated elementwise sweep: ``Derivative.assign_extents``), -1 when it writes
-    them all (a custom ``f_pullback_assign``) or is not an input's. The C++ backward zero-fills
-    an input adjoint whose buffer has another size."""
+    writes (a generated elementwise sweep: ``Derivative.assign_extents``), -2 when it adds
+    into that adjoint (a generated sweep that only reads its seeds: zero-filled), -1 when it
+    writes them all (a custom ``f_pullback_assign``) or is not an input's. The C++ backward
+    zero-fills an input adjoint whose buffer has another size."""
     ext = dict(getattr(k.sig, "assign_extents", ()) or ())
-    return [params.index(k.by_name[ext[w]]) if w in ext else -1 for w in k.adjoints]
+    return [(params.index(k.by_name[ext[w]]) if ext[w] else -2) if w in ext else -1
+            for w in k.adjoints]
 
 
 def _fallback(kop: Any):

@@ -60,6 +60,7 @@ class Engine:
         self.notes: dict = {}              # generated function name -> its notes
         self.generated: dict = {}          # generated function name -> its IR (forward mode)
         self.assign_extents: dict = {}     # assigning sweep name -> Generated.assign_extents
+        self.assign_nonneg: dict = {}      # assigning sweep name -> Generated.assign_nonneg
 
     def log(self, stage: str, text: str):
         if self.options.verbose >= 2:
@@ -151,10 +152,11 @@ class Engine:
                                     for n, _ in funcs for loc, text in self.notes.get(n, ())))
         kinds = tuple(k for k in REVERSE_KINDS if k != "grad" or fn.ret.is_real_scalar) \
             if "reverse" in modes else ()
-        extents = ()
+        extents, nonneg = (), ()
         if names.reverse_sweep_assign(fn.name) in need and "reverse" in modes:
             kinds += ("reverse_sweep_assign",)
             extents = self.assign_extents.get(names.reverse_sweep_assign(fn.name), ())
+            nonneg = self.assign_nonneg.get(names.reverse_sweep_assign(fn.name), ())
         if "reverse" not in modes:
             funcs = ()
         fwd = second = None
@@ -182,7 +184,8 @@ class Engine:
             tangents=tuple(src[fn.params[i].uid] for i in fwd.mask) if fwd else (),
             darg=fwd.darg if fwd else None, second_mask=second.mask if second else (),
             outputs=tuple(src[p.uid] for p in outputs),
-            assign_extents=tuple((src[a], src[n]) for a, n in extents))
+            assign_extents=tuple((src[a], src[n] if n is not None else "") for a, n in extents),
+            assign_nonneg=tuple(src[u] for u in nonneg))
 
     def _add_forward(self, result) -> tuple:
         """Keep a forward request's functions; those this derivative lists (new or not)."""
@@ -208,6 +211,7 @@ class Engine:
             self._add(g)
             if g.assign_extents:
                 self.assign_extents[names.reverse_sweep_assign(node.base)] = g.assign_extents
+                self.assign_nonneg[names.reverse_sweep_assign(node.base)] = g.assign_nonneg
             need = {n for n, _ in g.texts}.union(
                 *(needs[k] if k in needs else self.callees[k].needs
                   for k in node.callees if k != node.key and (k in needs or k in self.callees)))

@@ -13,6 +13,7 @@ from typing import Mapping
 from . import ir, names
 from .analysis import activity as activity_mod
 from .analysis.effects import written_params
+from .analysis.outputs import once_written
 from .emit import cpp
 from .errors import DiffError
 from .opt.fission import fission
@@ -40,8 +41,12 @@ class Generated:
     notes: tuple = ()             # ((loc, text), ...): pragmas not kept, loops left serial
     functions: tuple = ()         # the same functions as IR (forward mode differentiates them)
     # the assigning sweep's input adjoints: ((adjoint param uid, extent param uid), ...), see
-    # reverse/assign.py (empty when there is no assigning sweep, or a custom one)
+    # reverse/assign.py; extent None: that adjoint is accumulated into (the caller zeroes it).
+    # Empty when there is no assigning sweep, or a custom one
     assign_extents: tuple = ()
+    # the int parameters (uids) that must be >= 0 for the assigning sweep (its proof assumes
+    # them so: analysis/outputs.py); the caller runs the accumulating sweep otherwise
+    assign_nonneg: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -133,17 +138,51 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
         texts += pullback_and_grad(node.base, fn, sig, combined)
         notes += asm.notes
     texts += split_pair(node.base, fn, sig, reset + forward, sweep)
-    extents = ()
+    extents, nonneg = (), ()
     if node.top and not reset:
         variant = elementwise_assign(an.fn, sweep, node.adjoints, written_params(an.fn),
                                      rv.adj_names)
+        if variant is None:
+            variant = read_only_sweep(node, groups, promote)
         if variant is not None:
             texts.append(_function(names.reverse_sweep_assign(node.base), ir.VOID,
                                    sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
                                    variant[0], fn.template))
             extents = tuple(variant[1].items())
+            nonneg = tuple(variant[2]) if len(variant) > 2 else ()
     return Generated(tuple((n, t) for n, t, _ in texts), writes,
-                     tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f), extents)
+                     tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f), extents,
+                     nonneg)
+
+
+def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
+    """(body, {input adjoint uid: None}, nonneg uids) of the sweep that never writes a seed,
+    for a kernel whose outputs are written at most once per element and never read
+    (analysis/outputs.py): the sweep assembled again without the seed resets, optimised
+    alike. Its input adjoints are accumulated into, as in the sweep (extent None: the caller
+    zeroes them); only the grads go in uncopied. None when the proof fails."""
+    an = node.analysis
+    rv = an.reverse
+    index = {p.uid: k for k, p in enumerate(an.fn.params)}
+    written = written_params(an.fn)
+    seeds = [p for p in node.adjoints if index.get(p.uid) in written]
+    inputs = [p for p in node.adjoints if p not in seeds]
+    if not seeds or not inputs:
+        return None
+    nonneg = once_written(rv, seeds)
+    if nonneg is None:
+        return None
+    read_only = frozenset(rv.adj_names[p.uid] for p in seeds)
+    asm = Assembler(rv, an.split, split=True, overlaps=groups, read_only=read_only)
+    body = disjoint_flags(rv, an.split) + promote(unswitch(dead_resets(dead_code(cse_calls(
+        asm.rev_block(an.fn.body, (), top=True))))))
+    for s in body:
+        for x in ir.walk_stmts(s):
+            if isinstance(x, ir.Assign) and not isinstance(x.target, ir.Var):
+                r = ir.root_var(x.target)
+                if r is None or r.name in read_only:
+                    return None          # still writes a seed (or memory it cannot name)
+    return body, {p.uid: None for p in inputs}, tuple(sorted(nonneg))
 
 
 def disjoint_flags(rv, rec) -> list:

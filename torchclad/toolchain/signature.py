@@ -44,6 +44,8 @@ class Signature:
     kinds: tuple = REVERSE_KINDS
     # the assigning sweep's ((input adjoint, size parameter), ...): Derivative.assign_extents
     assign_extents: tuple = ()
+    # the int parameters that must be >= 0 for it: Derivative.assign_nonneg
+    assign_nonneg: tuple = ()
 
 
 def _param(p: Any, template: tuple) -> dict:
@@ -75,6 +77,7 @@ def dumps(units: Iterable[tuple[str, Iterable[Any]]]) -> str:
                 "restores": sweep_restores(d),
                 "kinds": list(getattr(d, "kinds", None) or REVERSE_KINDS),
                 "assign_extents": [list(x) for x in getattr(d, "assign_extents", ())],
+                "assign_nonneg": list(getattr(d, "assign_nonneg", ())),
             }
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
@@ -97,6 +100,7 @@ def loads(text: str) -> dict[str, Signature]:
             restores=bool(s.get("restores", True)),
             kinds=tuple(s.get("kinds", REVERSE_KINDS)),
             assign_extents=tuple(tuple(x) for x in s.get("assign_extents", ())),
+            assign_nonneg=tuple(s.get("assign_nonneg", ())),
         )
         for name, s in data.items()
     }

@@ -96,7 +96,8 @@ def _stmt(s, group, counter):
             v, lo, hi = bounds
             reductions = _reductions(s, scan)
             if reductions:
-                return _in_lanes(s, v, lo, hi, reductions, counter)
+                return _in_lanes(s, v, lo, hi, reductions, counter,
+                                 simd=_lanes_share_nothing(scan, reductions))
             return ir.Loop((ir.Decl(v, lo),), ir.Binary("<", v, hi, ir.BOOL),
                            (_step(v),), s.body, s.loc)
     return s
@@ -127,7 +128,21 @@ def _reductions(loop: ir.Loop, scan: "_Scan") -> dict:
     return out
 
 
-def _in_lanes(loop: ir.Loop, v: ir.Var, lo, hi, reductions: dict, counter) -> ir.Block:
+def _lanes_share_nothing(scan: "_Scan", reductions: dict) -> bool:
+    """Whether the iterations of one block share nothing any of them writes: every scalar
+    the body accumulates into has a lane, and every array it writes (accumulates into or
+    resets) it reads and writes at one index that differs in every iteration. Then the block
+    loop is `omp simd`: g++ vectorises it without run-time overlap checks -- which it would
+    otherwise run for every block of 16 (layernorm's sweep: 170 -> 110 us at one thread) --
+    under the assumption the passes already make that distinct adjoint buffers do not
+    overlap, extended to: nor do they overlap primal memory."""
+    if set(scan.acc_vars) - set(reductions):
+        return False
+    return all(scan._private(r) for r in scan.acc_mem | set(scan.reset_mem))
+
+
+def _in_lanes(loop: ir.Loop, v: ir.Var, lo, hi, reductions: dict, counter,
+              simd: bool = False) -> ir.Block:
     """The loop in blocks of LANES iterations, each reduction summed in LANES partial sums
     (lane j takes iterations j, j + LANES, ...; the vectoriser keeps them in registers), the
     remainder into the reduction itself, then the lanes added in order: one fixed summation
@@ -135,6 +150,7 @@ def _in_lanes(loop: ir.Loop, v: ir.Var, lo, hi, reductions: dict, counter) -> ir
 
         { T _lane0[16] = {}; int _ib0 = lo;
           for (; _ib0 + 16 <= hi; _ib0 += 16)
+              [#pragma omp simd: see _lanes_share_nothing]
               for (int _j0 = 0; _j0 < 16; _j0 += 1) { int i = _ib0 + _j0; body: acc -> _lane0[_j0] }
           for (int i = _ib0; i < hi; i += 1) body
           for (int _j0 = 0; _j0 < 16; _j0 += 1) acc += _lane0[_j0]; }
@@ -162,7 +178,7 @@ def _in_lanes(loop: ir.Loop, v: ir.Var, lo, hi, reductions: dict, counter) -> ir
     blocked_body = ir.Block((ir.Decl(v, ir.Binary("+", ib, j, ir.INT)),)
                             + redirect(loop.body).stmts, loop.body.loc)
     inner = ir.Loop((ir.Decl(j, ir.Const("0", ir.INT)),), ir.Binary("<", j, width, ir.BOOL),
-                    (_step(j),), blocked_body, loop.loc)
+                    (_step(j),), blocked_body, loop.loc, "omp simd" if simd else "")
     blocks = ir.Loop((), ir.Binary("<=", ir.Binary("+", ib, width, ir.INT), hi, ir.BOOL),
                      (_step(ib, str(LANES)),), ir.Block((inner,)), loop.loc)
     rest = ir.Loop((ir.Decl(v, ib),), ir.Binary("<", v, hi, ir.BOOL), (_step(v),), loop.body,

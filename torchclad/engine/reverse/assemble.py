@@ -23,11 +23,14 @@ from .transform import TAPE, ULONG, Reverse, inverse, template_args
 
 
 class Assembler:
-    def __init__(self, rv: Reverse, rec: Recording, split: bool, overlaps: list = ()):
+    def __init__(self, rv: Reverse, rec: Recording, split: bool, overlaps: list = (),
+                 read_only: frozenset = frozenset()):
         self.rv = rv
         self.rec = rec
         self.split = split
         self.overlaps = list(overlaps)  # sets of adjoint names whose memory may overlap
+        # seeds whose resets are dead (analysis/outputs.py): the sweep only reads them
+        self.read_only = read_only
         self.names = Names({})
         self.rev_cache: dict = {}
         self.notes: list = []       # (loc, text): pragmas not kept, loops left serial
@@ -353,7 +356,8 @@ class Assembler:
             if not isinstance(s, ir.Assign):      # a call: its sweep sees the post-call state
                 return list(parts.pre) + list(parts.post) + self._restore(s, p)
             after = self._restore_call(s, p) if p in self.rv.calls else []
-            return list(parts.pre) + self._restore(s, p) + list(parts.post) + after
+            pre = [x for x in parts.pre if not self._seed_reset(x)]
+            return pre + self._restore(s, p) + list(parts.post) + after
         if isinstance(s, ir.Block):
             inner = self.rev_block(s, p)
             return [ir.Block(tuple(inner))] if inner else []
@@ -366,6 +370,14 @@ class Assembler:
         if isinstance(s, ir.Loop):
             return self.rev_loop(s, p)
         return []
+
+    def _seed_reset(self, x) -> bool:
+        """x zeroes an element of a read-only seed (`_d_out[e] = 0`)."""
+        if not self.read_only or not (isinstance(x, ir.Assign) and x.op == "=" and
+                                      isinstance(x.value, ir.Const) and x.value.text == "0"):
+            return False
+        r = ir.root_var(x.target)
+        return r is not None and not isinstance(x.target, ir.Var) and r.name in self.read_only
 
     def rev_loop(self, s: ir.Loop, p) -> list:
         if not self._loop_has_reverse(s, p):
