@@ -93,3 +93,33 @@ def test_opcheck():
     torch.library.opcheck(builtin_ops.checked_indices, (torch.tensor([1, 2, 0]), 3, None, "Embedding"))
     torch.library.opcheck(builtin_ops.checked_indices,
                           (torch.tensor([1, -100, 0]), 3, -100, "CrossEntropyLoss"))
+
+
+def test_eager_index_check_is_the_op_without_its_dispatch():
+    """`builtin_ops.checked` runs the op's body directly for a plain eager call (the custom op's
+    dispatch cost more than the check): the same result and the same errors; under a dispatch
+    mode it calls the op, which the mode then sees."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    for args in ((torch.tensor([1, 2, 0]), 3, None, "Embedding"),
+                 (torch.tensor([1, -100, 0], dtype=torch.int32), 3, -100, "CrossEntropyLoss")):
+        got, want = builtin_ops.checked(*args), builtin_ops.checked_indices(*args)
+        assert got.dtype == torch.int64 and torch.equal(got, want)
+    for bad in ((torch.tensor([1, 3]), 3, None, "Embedding"),
+                (torch.tensor([-1, 0]), 3, -100, "CrossEntropyLoss")):
+        with pytest.raises(IndexError) as direct:
+            builtin_ops.checked(*bad)
+        with pytest.raises(IndexError) as op:
+            builtin_ops.checked_indices(*bad)
+        assert str(direct.value) == str(op.value)
+
+    class Seen(TorchDispatchMode):
+        ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Seen.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Seen():
+        builtin_ops.checked(torch.tensor([1, 2]), 3, None, "Embedding")
+    assert any("checked_indices" in o for o in Seen.ops), Seen.ops

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import torch
 
+from torchclad.bridge.autograd import plain_call
 from torchclad.bridge.op import KernelOp, make_op, op_identifier
 from torchclad.builtin import loader, registry
 
@@ -317,6 +318,17 @@ _INDEX_MESSAGES = {
 }
 
 
+def checked(index: torch.Tensor, bound: int, ignore_index: Optional[int],
+            owner: str) -> torch.Tensor:
+    """:func:`checked_indices`, run as plain Python for a plain eager call (the custom op's
+    dispatch alone cost 30-80 us a call, twice per modular GPT-2 step); the op itself wherever
+    a graph is recorded -- torch.compile, a dispatch mode, a functorch transform, tracing -- so
+    that the check stays in the graph."""
+    if not torch.compiler.is_compiling() and plain_call((index,)):
+        return _checked_indices(index, bound, ignore_index, owner)
+    return checked_indices(index, bound, ignore_index, owner)
+
+
 @torch.library.custom_op("torchclad::checked_indices", mutates_args=())
 def checked_indices(index: torch.Tensor, bound: int, ignore_index: Optional[int],
                     owner: str) -> torch.Tensor:
@@ -325,6 +337,11 @@ def checked_indices(index: torch.Tensor, bound: int, ignore_index: Optional[int]
     Values equal to ``ignore_index`` (when given) are allowed and come out as ``-1``. Raises
     ``IndexError`` naming the first offending value otherwise.
     """
+    return _checked_indices(index, bound, ignore_index, owner)
+
+
+def _checked_indices(index: torch.Tensor, bound: int, ignore_index: Optional[int],
+                     owner: str) -> torch.Tensor:
     idx = index.to(torch.int64).contiguous().clone()
     v = first_out_of_range(idx, 0, bound, ignore_index)
     if v is not None:

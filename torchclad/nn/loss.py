@@ -91,8 +91,8 @@ class CrossEntropyLoss(torch.nn.Module):
             raise ValueError(f"CrossEntropyLoss: input of shape {tuple(input.shape)} has 0 classes")
         rows = math.prod(want)
         check_int32("CrossEntropyLoss", "the number of logits", rows * C)
-        targets = builtin_ops.checked_indices(target.reshape(rows), C, self.ignore_index,
-                                           "CrossEntropyLoss")
+        targets = builtin_ops.checked(target.reshape(rows), C, self.ignore_index,
+                                   "CrossEntropyLoss")
         losses = builtin_ops.crossentropy_op(logits, targets)
         if self.reduction == "none":
             return losses.reshape(want)

@@ -77,7 +77,7 @@ class Embedding(torch.nn.Module):
                              "the CPU only (move it with .cpu())")
         n = math.prod(input.shape)
         check_int32("Embedding", "the number of output elements", n * self.embedding_dim)
-        idx = builtin_ops.checked_indices(input.reshape(n), self.num_embeddings, None, "Embedding")
+        idx = builtin_ops.checked(input.reshape(n), self.num_embeddings, None, "Embedding")
         out = builtin_ops.embedding_op(idx, self.weight)
         return out.reshape(*input.shape, self.embedding_dim)
 
