@@ -142,14 +142,14 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     if node.top and not reset:
         variant = elementwise_assign(an.fn, sweep, node.adjoints, written_params(an.fn),
                                      rv.adj_names)
-        if variant is None:
-            variant = read_only_sweep(node, groups, promote)
+        variant = (*variant, ()) if variant is not None else read_only_sweep(node, groups,
+                                                                             promote)
         if variant is not None:
+            body, ext, nonneg = variant
             texts.append(_function(names.reverse_sweep_assign(node.base), ir.VOID,
                                    sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
-                                   variant[0], fn.template))
-            extents = tuple(variant[1].items())
-            nonneg = tuple(variant[2]) if len(variant) > 2 else ()
+                                   body, fn.template))
+            extents = tuple(ext.items())
     return Generated(tuple((n, t) for n, t, _ in texts), writes,
                      tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f), extents,
                      nonneg)
