@@ -9,8 +9,9 @@ kernel names: ``torch.ops.torchclad.gelu_forward``.
 The ops take the kernels' arrays as tensors, already shaped the way the kernel reads them (the
 modules flatten and check first, see :mod:`torchclad.nn.checks`). An optional array (``bias``)
 is an empty tensor (:func:`none_tensor`), which reaches the kernel as ``nullptr``. Besides the
-kernels there is one helper op, ``torchclad::checked_indices``: index validation that runs inside
-the graph (eager, opcheck, torch.compile alike), so a kernel never indexes out of bounds.
+kernels there is one helper op, ``torchclad::checked_indices``: index validation that stays in
+the graph (opcheck, torch.compile, dispatch modes), so a kernel never indexes out of bounds; plain
+eager calls run its body directly (:func:`checked`).
 """
 
 from __future__ import annotations
