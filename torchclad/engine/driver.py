@@ -59,8 +59,8 @@ class Engine:
         self.callees: dict = {}            # (name, mask) -> GeneratedCallee
         self.notes: dict = {}              # generated function name -> its notes
         self.generated: dict = {}          # generated function name -> its IR (forward mode)
-        self.assign_extents: dict = {}     # assigning sweep name -> Generated.assign_extents
-        self.assign_nonneg: dict = {}      # assigning sweep name -> Generated.assign_nonneg
+        # assigning sweep name -> (Generated.assign_extents, Generated.assign_nonneg)
+        self.assign: dict = {}
 
     def log(self, stage: str, text: str):
         if self.options.verbose >= 2:
@@ -155,8 +155,7 @@ class Engine:
         extents, nonneg = (), ()
         if names.reverse_sweep_assign(fn.name) in need and "reverse" in modes:
             kinds += ("reverse_sweep_assign",)
-            extents = self.assign_extents.get(names.reverse_sweep_assign(fn.name), ())
-            nonneg = self.assign_nonneg.get(names.reverse_sweep_assign(fn.name), ())
+            extents, nonneg = self.assign.get(names.reverse_sweep_assign(fn.name), ((), ()))
         if "reverse" not in modes:
             funcs = ()
         fwd = second = None
@@ -210,8 +209,8 @@ class Engine:
                 self.log("generated " + n, t)
             self._add(g)
             if g.assign_extents:
-                self.assign_extents[names.reverse_sweep_assign(node.base)] = g.assign_extents
-                self.assign_nonneg[names.reverse_sweep_assign(node.base)] = g.assign_nonneg
+                self.assign[names.reverse_sweep_assign(node.base)] = (g.assign_extents,
+                                                                      g.assign_nonneg)
             need = {n for n, _ in g.texts}.union(
                 *(needs[k] if k in needs else self.callees[k].needs
                   for k in node.callees if k != node.key and (k in needs or k in self.callees)))

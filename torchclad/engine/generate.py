@@ -118,16 +118,14 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
     groups = [{rv.adj_names[p.uid] for p in fn.params if p.name in g and p.uid in rv.adj_names}
               for g in overlapping(module, fn)]
     fwd_asm = Assembler(rv, an.split, split=True, overlaps=groups)
-    rev_asm = Assembler(rv, an.split, split=True, overlaps=groups)
     flags = disjoint_flags(rv, an.split)
     forward = flags + unswitch(dead_code(fwd_asm.fwd_block(body, (), top=True)))
     promote = promotion(module, fn, roots)
-    sweep = flags + promote(unswitch(dead_resets(dead_code(cse_calls(
-        rev_asm.rev_block(body, (), top=True))))))
+    sweep, sweep_notes = split_sweep(node, groups, promote)
     writes = writes_primal(fn, sweep, roots, sweep_writes)
     decls, reset = global_adjoints(an)
     texts = list(decls)
-    notes = fwd_asm.notes + rev_asm.notes
+    notes = fwd_asm.notes + sweep_notes
     if node.top:
         asm = Assembler(rv, an.combined, split=False, overlaps=groups)
         combined = reset + disjoint_flags(rv, an.combined) + promote(unswitch(dead_resets(
@@ -155,6 +153,18 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
                      nonneg)
 
 
+def split_sweep(node: Node, groups: list, promote,
+                read_only: frozenset = frozenset()) -> "tuple[list, list]":
+    """The body of the split-mode reverse sweep, assembled and optimised, and the assembler's
+    notes; read_only: seeds whose resets are left out (read_only_sweep)."""
+    an = node.analysis
+    rv = an.reverse
+    asm = Assembler(rv, an.split, split=True, overlaps=groups, read_only=read_only)
+    body = disjoint_flags(rv, an.split) + promote(unswitch(dead_resets(dead_code(cse_calls(
+        asm.rev_block(an.fn.body, (), top=True))))))
+    return body, asm.notes
+
+
 def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     """(body, {input adjoint uid: None}, nonneg uids) of the sweep that never writes a seed,
     for a kernel whose outputs are written at most once per element and never read
@@ -173,9 +183,7 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     if nonneg is None:
         return None
     read_only = frozenset(rv.adj_names[p.uid] for p in seeds)
-    asm = Assembler(rv, an.split, split=True, overlaps=groups, read_only=read_only)
-    body = disjoint_flags(rv, an.split) + promote(unswitch(dead_resets(dead_code(cse_calls(
-        asm.rev_block(an.fn.body, (), top=True))))))
+    body, _ = split_sweep(node, groups, promote, read_only)   # its notes are the sweep's
     for s in body:
         for x in ir.walk_stmts(s):
             if isinstance(x, ir.Assign) and not isinstance(x.target, ir.Var):

@@ -37,15 +37,14 @@ def once_written(rv, seeds) -> "frozenset | None":
     keys = {rv.al.mem_key(p) for p in seeds}
     if not _only_stored(rv.fn, rv.al, keys):
         return None
-    stores = [(p, k, t) for (p, k), t in rv.memory_writes.items() if k in keys]
+    stores = [(p, k, regions.access(t)) for (p, k), t in rv.memory_writes.items() if k in keys]
     loops = tuple(rv.facts.loops)
     facts: set = set()
-    for pa, ka, ta in stores:
-        aa = regions.access(ta)
-        for pb, kb, tb in stores:
+    for pa, ka, aa in stores:
+        for pb, kb, ab in stores:
             if ka != kb:
                 continue
-            v = regions.conflict(pa, aa, pb, regions.access(tb), (), loops, result=pa == pb)
+            v = regions.conflict(pa, aa, pb, ab, (), loops, result=pa == pb)
             if v is True:
                 return None
             if v:
