@@ -152,7 +152,7 @@ def test_gelu_and_residual_modules_take_it(dtype):
     tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=RTOL, atol=ATOL)
     ours, ref = tnn.GELU(approximate="tanh"), torch.nn.GELU(approximate="tanh")
     before = (builtin_ops.gelu_op.fast.stats()["assigning_sweep"],
-              builtin_ops.residual_op.fast.stats()["assigning_sweep"])
+              builtin_ops.residual_op.fast.stats()["handed_on"])
     for k in range(3):
         x = torch.randn(4, 33, 70, dtype=dtype)
         g = torch.randn(4, 33, 70, dtype=dtype) * (k + 1)
@@ -165,8 +165,101 @@ def test_gelu_and_residual_modules_take_it(dtype):
         builtin_ops.residual_op(u, v).backward(g)
         assert torch.equal(u.grad, g) and torch.equal(v.grad, g) and torch.equal(g, keep)
     after = (builtin_ops.gelu_op.fast.stats()["assigning_sweep"],
-             builtin_ops.residual_op.fast.stats()["assigning_sweep"])
+             builtin_ops.residual_op.fast.stats()["handed_on"])
+    # the residual's assigning sweep would only copy d out into both: nothing runs
     assert after[0] - before[0] == 3 and after[1] - before[1] == 3
+
+
+# ---- a copy of a seed (Derivative.assign_copies): the grad handed on, nothing run
+
+COPIES = {
+    "residual": ("for (int i = 0; i < n; i++) out[i] = x[i] + y[i];",
+                 (("x", "out"), ("y", "out"))),
+    "one_of_two": ("for (int i = 0; i < n; i++) out[i] = x[i] - 2.0 * y[i];", (("x", "out"),)),
+    # d y is a copy; d x is added up in a local first (d a += d out): not followed
+    "through_a_local": ("for (int i = 0; i < n; i++) { double a = x[i]; out[i] = a + y[i]; }",
+                        (("y", "out"),)),
+    # 1.0 * d out is d out, bit for bit (the engine drops the factor)
+    "scaled": ("for (int i = 0; i < n; i++) out[i] = 1.0 * x[i] + y[i];",
+               (("x", "out"), ("y", "out"))),
+    "scaled_by_two": ("for (int i = 0; i < n; i++) out[i] = 2.0 * x[i] + y[i];",
+                      (("y", "out"),)),
+    "negated": ("for (int i = 0; i < n; i++) out[i] = y[i] - x[i];", (("y", "out"),)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COPIES))
+def test_engine_finds_the_adjoints_that_copy_a_seed(case):
+    body, copies = COPIES[case]
+    src = f"void f(double* out, const double* x, const double* y, int n) {{\n    {body}\n}}\n"
+    d = ad.differentiate(src, "f", ["x", "y"])
+    assert d.assign_copies == copies
+
+
+def test_no_copy_across_scalar_types_or_without_the_variant():
+    # a float input of a double output: the adjoint converts (no copy); the built-ins
+    src = "void f(double* out, const float* x, int n) { for (int i = 0; i < n; i++) out[i] = x[i]; }"
+    assert ad.differentiate(src, "f", "x").assign_copies == ()
+    assert _derive("residual_forward").assign_copies == (("inp1", "out"), ("inp2", "out"))
+    for name in ("gelu_forward", "layernorm_forward", "encoder_forward"):
+        assert _derive(name).assign_copies == ()
+
+
+COPY_KERNEL = "void pass(double* out, const double* x, const double* y, int n) {\n" \
+              "    for (int i = 0; i < n; i++) out[i] = x[i] + y[i];\n}\n"
+
+
+def test_user_kernel_hands_the_grad_on_in_the_inputs_shape():
+    """Inputs (3, 4), output (12): each input's gradient is the grad itself, reshaped, bit for
+    bit; the same tensor passed twice gets twice the grad."""
+    f = torchclad.function(COPY_KERNEL, "pass", inputs=["x", "y"],
+                           outputs={"out": lambda x, y: (x.numel(),)},
+                           sizes={"n": lambda x, y: x.numel()})
+    kop = ops.kernel_op(f)
+    assert kop.fast is not None, "torchclad._C_dispatch is not built (make install builds it)"
+    before = kop.fast.stats()
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(12, dtype=torch.float64)
+    f(x * 1, y * 1).backward(g)
+    assert torch.equal(x.grad, g.view(3, 4)) and torch.equal(y.grad, g.view(3, 4))
+    f(x, x).backward(g)
+    assert torch.equal(x.grad, g.view(3, 4) * 3)
+    x.grad = y.grad = None
+    f(x, y).sum().backward()          # an expanded grad (stride 0) is handed on as well
+    assert torch.equal(x.grad, torch.ones(3, 4, dtype=torch.float64))
+    after = kop.fast.stats()
+    assert after["handed_on"] - before["handed_on"] == 3
+    assert after["reverse_sweep"] == before["reverse_sweep"]
+    assert torch.autograd.gradcheck(f, (x.detach().requires_grad_(), y))
+
+
+def test_no_hand_on_where_the_size_covers_part_or_one_input_is_computed():
+    """n = numel - 5: the first n elements are the grad's, the rest 0 (the sweep runs); an
+    input whose gradient is computed (y: -2 d out) makes the sweep run for both."""
+    f = torchclad.function(COPY_KERNEL, "pass", inputs=["x", "y"],
+                           outputs={"out": lambda x, y: (x.numel(),)},
+                           sizes={"n": lambda x, y: x.numel() - 5})
+    kop = ops.kernel_op(f)
+    before = kop.fast.stats()
+    x = torch.randn(20, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(20, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(20, dtype=torch.float64) + 3
+    f(x, y).backward(g)
+    want = torch.cat([g[:15], torch.zeros(5, dtype=torch.float64)])
+    assert torch.equal(x.grad, want) and torch.equal(y.grad, want)
+    after = kop.fast.stats()
+    assert after["handed_on"] == before["handed_on"]
+    assert after["assigning_sweep"] - before["assigning_sweep"] == 1
+    src = "void sub2(double* out, const double* x, const double* y, int n) {\n" \
+          "    for (int i = 0; i < n; i++) out[i] = x[i] - 2.0 * y[i];\n}\n"
+    h = torchclad.function(src, "sub2", inputs=["x", "y"], outputs={"out": ("n",)},
+                           input_shapes={"x": ("n",), "y": ("n",)})
+    hop = ops.kernel_op(h)
+    x.grad = y.grad = None
+    h(x, y).backward(g)
+    assert torch.equal(x.grad, g) and torch.equal(y.grad, -2 * g)
+    assert hop.fast.stats()["handed_on"] == 0 and hop.fast.stats()["assigning_sweep"] == 1
 
 
 def test_spent_seeds_start_later_input_adjoints():

@@ -18,7 +18,8 @@
 // The node's backward runs only the reverse sweep: the assigning one when the kernel has it (a
 // custom derivative's f_pullback_assign, e.g. matmul's), on uninitialised input adjoints and
 // the grads as they come, else the generated one, on zeroed adjoints and seeds it may reset
-// (adjoint_pool.h). With create_graph=True it hands the grads to
+// (adjoint_pool.h) -- or nothing at all where the assigning sweep would only copy each grad
+// into an input's gradient (hands_on). With create_graph=True it hands the grads to
 // a Python function instead (the op's registered backward, torchclad.bridge.autograd), so a
 // gradient of the gradient behaves as on the Python path.
 
@@ -102,6 +103,9 @@ struct Spec {
   // input adjoint it writes (-1: all of them; -2: it adds into it); a buffer of another size
   // (or one it adds into) is zero-filled
   std::vector<int> adj_extent;
+  // per adjoint: the adjoint of the seed the assigning sweep copies into it, element for
+  // element, -1 for none (Derivative.assign_copies)
+  std::vector<int> adj_copy;
   // the int parameters that must be >= 0 for the assigning sweep (its proof assumes so)
   std::vector<int> assign_nonneg;
   std::vector<std::vector<at::ScalarType>> adj_dtype;  // [scalar][adjoint]
@@ -110,7 +114,7 @@ struct Spec {
   // seeds and input adjoints reused from sweep to sweep (adjoint_pool.h)
   torchclad_dispatch::AdjointPool pool;
   // calls of each entry point (tests read them: stats())
-  std::atomic<long> n_primal{0}, n_forw{0}, n_sweep{0}, n_sweep_assign{0};
+  std::atomic<long> n_primal{0}, n_forw{0}, n_sweep{0}, n_sweep_assign{0}, n_handed_on{0};
 
   ~Spec() {
     if (Py_IsInitialized()) {
@@ -193,6 +197,7 @@ class KernelBackward : public Node {
     if (at::GradMode::is_enabled()) return with_graph(grads);
     const Spec& s = *spec_;
     const Entries& e = s.entries[scalar_];
+    if (hands_on(e, grads)) return handed_on(grads);
     std::vector<at::Tensor> outs;
     for (auto& o : outs_) outs.push_back(o.unpack(getptr()));
     std::vector<Arg> args = args_;
@@ -342,6 +347,60 @@ class KernelBackward : public Node {
     return false;
   }
 
+  // Whether every input's gradient is a seed's grad as it is: the assigning sweep would copy
+  // each of them from one seed, element for element (the engine's proof: adj_copy), over its
+  // size argument's elements, which the input and the grad both have; the grads have the
+  // inputs' dtypes. Then nothing runs (as torch's add backward hands its grad on).
+  bool hands_on(const Entries& e, const variable_list& grads) const {
+    const Spec& s = *spec_;
+    if (e.sweep_assign == nullptr || s.adj_copy.size() != s.adj_role.size()) return false;
+    for (int k : s.assign_nonneg)
+      if (args_.at(k).i < 0) return false;
+    bool any = false;
+    for (size_t j = 0; j < s.adj_role.size(); ++j) {
+      if (s.adj_role[j] == kSeed) continue;
+      if (s.adj_role[j] != kInput || s.adj_copy[j] < 0 || s.adj_extent.at(j) < 0) return false;
+      const long long n = args_.at(s.adj_extent[j]).i;
+      if (bufs_.at(s.adj_index[j]).unpack().numel() != n) return false;
+      const at::Tensor* g = grad_of(grads, s.adj_index[s.adj_copy[j]]);
+      if (g != nullptr && g->defined() &&
+          (g->numel() != n || g->scalar_type() != s.adj_dtype[scalar_][j]))
+        return false;
+      any = true;
+    }
+    return any;
+  }
+
+  // The inputs' gradients when hands_on: each the grad of the seed it copies, in the input's
+  // shape (undefined where that output has none: a zero gradient).
+  variable_list handed_on(const variable_list& grads) {
+    const Spec& s = *spec_;
+    ++spec_->n_handed_on;
+    variable_list res;
+    for (int i : s.diff_in) {
+      at::Tensor r;
+      for (size_t j = 0; j < s.adj_role.size(); ++j) {
+        if (s.adj_input[j] != i) continue;
+        const at::Tensor* g = grad_of(grads, s.adj_index[s.adj_copy[j]]);
+        if (g != nullptr && g->defined()) {
+          const auto shape = bufs_[s.adj_index[j]].unpack().sizes();
+          r = g->sizes() == shape ? *g : g->reshape(shape);
+        }
+      }
+      res.push_back(r);
+    }
+    free_tape();
+    return res;
+  }
+
+  // The grad of output idx, or null when the node has no slot for it.
+  const at::Tensor* grad_of(const variable_list& grads, int idx) const {
+    const Spec& s = *spec_;
+    for (size_t k = 0; k < s.diff_out.size() && k < grads.size(); ++k)
+      if (s.diff_out[k] == idx) return &grads[k];
+    return nullptr;
+  }
+
   // The adjoint buffers of the assigning sweep: the grads as they come (it only reads them;
   // contiguous, of the seed's dtype: converted only when not), zeros for a missing one, and the
   // input adjoints uninitialised (it writes every element; a generated elementwise sweep writes
@@ -452,6 +511,7 @@ class KernelCall {
     d["recording_forward"] = spec_->n_forw.load();
     d["reverse_sweep"] = spec_->n_sweep.load();
     d["assigning_sweep"] = spec_->n_sweep_assign.load();  // of those, by the assigning sweep
+    d["handed_on"] = spec_->n_handed_on.load();  // backwards that handed the grads on
     return d;
   }
 
@@ -613,6 +673,7 @@ class KernelCall {
     s.adj_index = ints(cfg, "adj_index");
     s.adj_input = ints(cfg, "adj_input");
     s.adj_extent = ints(cfg, "adj_extent");
+    s.adj_copy = ints(cfg, "adj_copy");
     s.assign_nonneg = ints(cfg, "assign_nonneg");
     s.adj_dtype = dtypes(cfg, "adj_dtype");
     s.diff_in = ints(cfg, "diff_in");
@@ -637,7 +698,8 @@ PYBIND11_MODULE(_C_dispatch, m) {
       .def("plans", &KernelCall::plans)
       .def("stats", &KernelCall::stats,
            "calls of each entry point so far: forward, recording_forward, reverse_sweep (of "
-           "which assigning_sweep took the assigning sweep)");
+           "which assigning_sweep took the assigning sweep); handed_on: backwards that "
+           "handed the grads on as the inputs' gradients, running nothing");
   m.def("live_tapes", [] { return live_tapes.load(); },
         "tapes held by nodes of this module whose backward has not run (for tests)");
 }

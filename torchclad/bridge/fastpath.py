@@ -143,6 +143,7 @@ def kernel_call(kop: Any):
         ret_dtype=[[k.dtype_of(k.ret, s)] for s in scalars] if kop.has_ret else [],
         adj_role=roles, adj_index=index, adj_input=of_input,
         adj_extent=_assign_extents(k, params),
+        adj_copy=_assign_copies(k),
         assign_nonneg=[params.index(k.by_name[n])
                        for n in getattr(k.sig, "assign_nonneg", ()) or ()],
         adj_dtype=[dtypes(k.adjoints, s) for s in scalars],
@@ -169,6 +170,15 @@ def _assign_extents(k: Any, params: list) -> list:
     ext = dict(getattr(k.sig, "assign_extents", ()) or ())
     return [(params.index(k.by_name[ext[w]]) if ext[w] else -2) if w in ext else -1
             for w in k.adjoints]
+
+
+def _assign_copies(k: Any) -> list:
+    """Per adjoint, the adjoint of the seed the assigning sweep copies into it element for
+    element (``Derivative.assign_copies``), -1 for none. When every input adjoint is such a
+    copy and the sizes agree, the C++ backward hands each grad on as the input's gradient
+    without running the sweep."""
+    copies = dict(getattr(k.sig, "assign_copies", ()) or ())
+    return [k.adjoints.index(copies[w]) if w in copies else -1 for w in k.adjoints]
 
 
 def _fallback(kop: Any):

@@ -81,6 +81,11 @@ class Derivative:
     # The int parameters that must be >= 0 when the assigning sweep runs (its proof assumes
     # so); with a negative one the caller runs the accumulating sweep.
     assign_nonneg: tuple = ()
+    # Of the input adjoints with a size parameter, those the assigning sweep writes as a copy
+    # of one seed, element for element: ((input adjoint, seed), ...). Where the input, the
+    # output and the size parameter's value have one number of elements, that input's
+    # gradient is the seed's grad itself (the caller need not run the sweep for it).
+    assign_copies: tuple = ()
 
     @property
     def code(self) -> str:

@@ -59,7 +59,7 @@ class Engine:
         self.callees: dict = {}            # (name, mask) -> GeneratedCallee
         self.notes: dict = {}              # generated function name -> its notes
         self.generated: dict = {}          # generated function name -> its IR (forward mode)
-        # assigning sweep name -> (Generated.assign_extents, Generated.assign_nonneg)
+        # assigning sweep name -> (Generated.assign_extents, .assign_nonneg, .assign_copies)
         self.assign: dict = {}
 
     def log(self, stage: str, text: str):
@@ -152,10 +152,11 @@ class Engine:
                                     for n, _ in funcs for loc, text in self.notes.get(n, ())))
         kinds = tuple(k for k in REVERSE_KINDS if k != "grad" or fn.ret.is_real_scalar) \
             if "reverse" in modes else ()
-        extents, nonneg = (), ()
+        extents, nonneg, copies = (), (), ()
         if names.reverse_sweep_assign(fn.name) in need and "reverse" in modes:
             kinds += ("reverse_sweep_assign",)
-            extents, nonneg = self.assign.get(names.reverse_sweep_assign(fn.name), ((), ()))
+            extents, nonneg, copies = self.assign.get(names.reverse_sweep_assign(fn.name),
+                                                      ((), (), ()))
         if "reverse" not in modes:
             funcs = ()
         fwd = second = None
@@ -184,7 +185,8 @@ class Engine:
             darg=fwd.darg if fwd else None, second_mask=second.mask if second else (),
             outputs=tuple(src[p.uid] for p in outputs),
             assign_extents=tuple((src[a], src[n] if n is not None else "") for a, n in extents),
-            assign_nonneg=tuple(src[u] for u in nonneg))
+            assign_nonneg=tuple(src[u] for u in nonneg),
+            assign_copies=tuple((src[a], src[o]) for a, o in copies))
 
     def _add_forward(self, result) -> tuple:
         """Keep a forward request's functions; those this derivative lists (new or not)."""
@@ -209,8 +211,8 @@ class Engine:
                 self.log("generated " + n, t)
             self._add(g)
             if g.assign_extents:
-                self.assign[names.reverse_sweep_assign(node.base)] = (g.assign_extents,
-                                                                      g.assign_nonneg)
+                self.assign[names.reverse_sweep_assign(node.base)] = (
+                    g.assign_extents, g.assign_nonneg, g.assign_copies)
             need = {n for n, _ in g.texts}.union(
                 *(needs[k] if k in needs else self.callees[k].needs
                   for k in node.callees if k != node.key and (k in needs or k in self.callees)))

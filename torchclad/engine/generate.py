@@ -47,6 +47,9 @@ class Generated:
     # the int parameters (uids) that must be >= 0 for the assigning sweep (its proof assumes
     # them so: analysis/outputs.py); the caller runs the accumulating sweep otherwise
     assign_nonneg: tuple = ()
+    # the assigning sweep's input adjoints that are a copy of a seed, element for element:
+    # ((adjoint param uid, seed param uid), ...), see reverse/assign.py
+    assign_copies: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -136,21 +139,24 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
         texts += pullback_and_grad(node.base, fn, sig, combined)
         notes += asm.notes
     texts += split_pair(node.base, fn, sig, reset + forward, sweep)
-    extents, nonneg = (), ()
+    extents, nonneg, copies = (), (), {}
     if node.top and not reset:
         variant = elementwise_assign(an.fn, sweep, node.adjoints, written_params(an.fn),
                                      rv.adj_names)
-        variant = (*variant, ()) if variant is not None else read_only_sweep(node, groups,
-                                                                             promote)
         if variant is not None:
-            body, ext, nonneg = variant
+            body, ext, copies = variant
+        else:
+            variant = read_only_sweep(node, groups, promote)
+            if variant is not None:
+                body, ext, nonneg = variant
+        if variant is not None:
             texts.append(_function(names.reverse_sweep_assign(node.base), ir.VOID,
                                    sig.params + sig.seed + sig.adjoints + [TAPE_PARAM],
                                    body, fn.template))
             extents = tuple(ext.items())
     return Generated(tuple((n, t) for n, t, _ in texts), writes,
                      tuple(dict.fromkeys(notes)), tuple(f for _, _, f in texts if f), extents,
-                     nonneg)
+                     nonneg, tuple(copies.items()))
 
 
 def split_sweep(node: Node, groups: list, promote,

@@ -46,6 +46,8 @@ class Signature:
     assign_extents: tuple = ()
     # the int parameters that must be >= 0 for it: Derivative.assign_nonneg
     assign_nonneg: tuple = ()
+    # its input adjoints that are a copy of a seed: Derivative.assign_copies
+    assign_copies: tuple = ()
 
 
 def _param(p: Any, template: tuple) -> dict:
@@ -78,6 +80,7 @@ def dumps(units: Iterable[tuple[str, Iterable[Any]]]) -> str:
                 "kinds": list(getattr(d, "kinds", None) or REVERSE_KINDS),
                 "assign_extents": [list(x) for x in getattr(d, "assign_extents", ())],
                 "assign_nonneg": list(getattr(d, "assign_nonneg", ())),
+                "assign_copies": [list(x) for x in getattr(d, "assign_copies", ())],
             }
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
@@ -101,6 +104,7 @@ def loads(text: str) -> dict[str, Signature]:
             kinds=tuple(s.get("kinds", REVERSE_KINDS)),
             assign_extents=tuple(tuple(x) for x in s.get("assign_extents", ())),
             assign_nonneg=tuple(s.get("assign_nonneg", ())),
+            assign_copies=tuple(tuple(x) for x in s.get("assign_copies", ())),
         )
         for name, s in data.items()
     }

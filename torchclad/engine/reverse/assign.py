@@ -29,6 +29,13 @@ exactly N elements (every element is written). The bridge passes an uninitialise
 when the adjoint has N elements (`extents`: the parameter N per assigned adjoint), else a
 zeroed one. Without its resets the sweep never writes a seed, which the bridge then passes as
 the caller's grad, uncopied. Anything else gets no variant: the accumulating sweep runs.
+
+A copy. Where the value assigned is the seed element itself, unconverted -- `_d_inp[i] =
+_d_out[i]`, through a local initialised with it or not (a residual connection: out = a + b) --
+the variant copies N elements of that seed into that input adjoint (`passthrough`: input
+adjoint uid -> seed uid). A caller whose input, output and N all have one number of elements
+may take the grad itself as that input's gradient, without running anything (as torch's own
+add backward hands its grad on).
 """
 from __future__ import annotations
 
@@ -95,10 +102,11 @@ def _mentions(stmts, name: str) -> int:
 
 
 def elementwise_assign(fn: ir.Function, sweep: list, adjoints: tuple, written: set,
-                       adj_names: dict) -> "tuple[list, dict] | None":
-    """(the assigning sweep's body, {input param uid: extent param uid}) for an elementwise
-    kernel's generated `sweep` (see the module docstring), or None. adjoints: the parameters
-    with an adjoint buffer; written: indices of the parameters fn writes."""
+                       adj_names: dict) -> "tuple[list, dict, dict] | None":
+    """(the assigning sweep's body, {input param uid: extent param uid}, {input param uid:
+    seed param uid} of the adjoints it assigns a copy of a seed) for an elementwise kernel's
+    generated `sweep` (see the module docstring), or None. adjoints: the parameters with an
+    adjoint buffer; written: indices of the parameters fn writes."""
     try:
         return _derive(fn, sweep, adjoints, written, adj_names)
     except _NoVariant:
@@ -156,4 +164,29 @@ def _derive(fn, sweep, adjoints, written, adj_names):
                     if len(names) != len(reads):
                         raise _NoVariant
     new = replace(sloop, body=ir.Block(tuple(stmts), sloop.body.loc))
-    return [new], {p.uid: int_params[n].uid for p in inputs}
+    copies = {}
+    for p in inputs:
+        o = _copied_seed(stmts, adj_names[p.uid], si, seeds, adj_names)
+        if o is not None and o.type.base == p.type.base:
+            copies[p.uid] = o.uid
+    return [new], {p.uid: int_params[n].uid for p in inputs}, copies
+
+
+def _copied_seed(stmts, d: str, i: str, seeds, adj_names):
+    """The seed whose element i the statement `d[i] = v` among stmts assigns as it is (v is
+    `_d_out[i]`, or a local declared with that value and never assigned), else None."""
+    store = next(s for s in stmts if isinstance(s, ir.Assign) and _at_counter(s.target, d, i))
+    v = store.value
+    base = v.type.base  # no conversion on the way: one scalar type throughout
+    if isinstance(v, ir.Var):
+        decls = [s for s in stmts if isinstance(s, ir.Decl) and s.var.name == v.name]
+        assigned = any(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var)
+                       and x.target.name == v.name for s in stmts for x in ir.walk_stmts(s))
+        if len(decls) != 1 or decls[0].init is None or assigned or \
+                decls[0].var.type != v.type:
+            return None
+        v = decls[0].init
+    for o in seeds:
+        if _at_counter(v, adj_names[o.uid], i) and v.type.base == base == o.type.base:
+            return o
+    return None
