@@ -341,7 +341,14 @@ def test_modular_tied_gradient_is_accumulated_in_place(monkeypatch, targets):
     .grad); the result is the reference's, and the untied-accumulation path's."""
     from torchclad.nn.gpt2 import tied
 
+    from torchclad.builtin import ops as builtin_ops
+
     seen = _spy_tied(monkeypatch)
+    op = builtin_ops.encoder_op
+    reading = []  # the sweep that only reads d out (no copy of the grad) ran
+    orig = op.run_sweep_reading_seeds
+    monkeypatch.setattr(op, "run_sweep_reading_seeds",
+                        lambda rec, adj: (reading.append(1), orig(rec, adj)))
     cfg = tiny_config()
     model, ref = make(cfg, False, torch.float64)
     idx, tgt = batch(cfg, 2, 6)
@@ -356,7 +363,7 @@ def test_modular_tied_gradient_is_accumulated_in_place(monkeypatch, targets):
         return {k: g.clone() for k, g in grads(m).items()}
 
     got, want = run(model), run(ref)
-    assert seen == [True]
+    assert seen == [True] and reading == [1]
     for k, g in want.items():
         torch.testing.assert_close(got[k], g, rtol=1e-10, atol=1e-12, msg=k)
     monkeypatch.setattr(tied._TiedGrad, "enabled", False)

@@ -152,6 +152,11 @@ class Kernel:
             fn = self._bindings[(kind, scalar)] = self._lookup(kind, scalar)
         return fn
 
+    def module_has(self, kind: str, scalar: str) -> bool:
+        """Whether the compiled module has binding ``kind`` for ``scalar`` (the optional ones:
+        ``reverse_sweep_assign``)."""
+        return hasattr(self.module, binding_name(self.name, kind, scalar))
+
     def _lookup(self, kind: str, scalar: str):
         attr = binding_name(self.name, kind, scalar)
         fn = getattr(self.module, attr, None)

@@ -351,6 +351,36 @@ class KernelOp:
         accumulates into the input adjoints and zeroes the output adjoints (the seeds) as it
         reads them. ``result_seed`` seeds a non-void kernel's return value. ``bufs``: the
         buffers the sweep runs on, by name (default ``rec.bufs``; for a debug op's messages)."""
+        self._sweep_call("reverse_sweep", rec, adjoints, result_seed, bufs)
+
+    def recorded(self, rec: Record, outs: Sequence[torch.Tensor]) -> bool:
+        """Whether ``rec`` is the record of the forward that wrote the buffers ``outs``."""
+        return all(rec.args[i] == b.data_ptr() for i, b in zip(self._out_arg_index, outs))
+
+    def reads_seeds_only(self, rec: Record) -> bool:
+        """Whether :meth:`run_sweep_reading_seeds` may run on ``rec``: the kernel has a
+        generated sweep that only reads its seeds and adds into every input adjoint (the
+        engine's proof, ``Derivative.assign_extents`` with no size parameter), and the int
+        arguments that proof assumes non-negative are."""
+        sig = self.k.sig
+        ext = dict(getattr(sig, "assign_extents", ()) or ())
+        inputs = [w for w in self.k.adjoints if w not in self.out_names]
+        if not inputs or any(ext.get(w, None) != "" for w in inputs):
+            return False
+        if not self.k.module_has("reverse_sweep_assign", rec.scalar):
+            return False
+        params = self.k.params
+        return all(rec.args[params.index(self.k.by_name[n])] >= 0
+                   for n in getattr(sig, "assign_nonneg", ()) or ())
+
+    def run_sweep_reading_seeds(self, rec: Record, adjoints: Sequence[torch.Tensor]) -> None:
+        """:meth:`run_sweep` by ``f_reverse_sweep_assign`` (only where :meth:`reads_seeds_only`
+        says so): it adds into the input adjoints like the sweep, and only reads the seeds --
+        the caller's grads can go in as they are, uncopied."""
+        self._sweep_call("reverse_sweep_assign", rec, adjoints, 0, None)
+
+    def _sweep_call(self, kind: str, rec: Record, adjoints: Sequence[torch.Tensor],
+                    result_seed: float, bufs: Mapping[str, torch.Tensor] | None) -> None:
         call = list(rec.args)
         if self.k.seeded:
             call.append(result_seed)
@@ -359,7 +389,7 @@ class KernelOp:
         arrays = dict(rec.bufs if bufs is None else bufs)
         if self.debug:
             arrays.update({f"d:{w}": a for w, a in zip(self.k.adjoints, adjoints)})
-        self._call("reverse_sweep", rec.scalar, call, arrays, "the reverse sweep (generated)")
+        self._call(kind, rec.scalar, call, arrays, "the reverse sweep (generated)")
 
     def detach_outputs(self, rec: Record) -> None:
         """Drop the outputs from a record that outlives the call (attached to an output's
@@ -375,7 +405,7 @@ class KernelOp:
         it is not the one of these outputs, on the tape of a fresh ``reverse_forw``."""
         if rec is not None:
             out_bufs = dict(zip(self.out_names, outs))
-            if any(rec.args[i] != b.data_ptr() for i, b in zip(self._out_arg_index, outs)):
+            if not self.recorded(rec, outs):
                 rec = None  # not the buffers the forward wrote: recompute below
         kept: list[tuple[torch.Tensor, torch.Tensor]] = []
         if rec is not None:

@@ -8,6 +8,10 @@ hands the lm_head's d weight over (instead of to autograd), and the encoder's ge
 accumulates into that very buffer: one buffer, no add. The backward runs the lm_head before the
 encoder (it is later in the graph); should the encoder's backward come first anyway, or the
 buffer not be ours to write, each returns its own gradient to autograd.
+
+The encoder's forward is the recording one (its record kept for the backward, which then runs
+no forward again), and its backward runs the generated sweep that only reads d out (the
+engine's proof, ``Derivative.assign_extents``): the grad goes in as it comes, uncopied.
 """
 
 from __future__ import annotations
@@ -120,12 +124,18 @@ class _TiedEncoder(torch.autograd.Function):
     def forward(ctx, idx64, wte, wpe, tie):
         ctx.set_materialize_grads(False)
         ctx.tie = tie
-        ctx.save_for_backward(idx64, wte, wpe)
-        return builtin_ops.encoder_op(idx64, wte, wpe)
+        # the recording forward (the ids checked as by the op), its record kept for the one
+        # backward without a graph that may consume it; the output saved, not the record's
+        (out,), rec = builtin_ops.encoder_op.run_forward((idx64, wte, wpe), record=True)
+        builtin_ops.encoder_op.detach_outputs(rec)
+        ctx.rec = rec
+        ctx.save_for_backward(idx64, wte, wpe, out)
+        return out
 
     @staticmethod
     def backward(ctx, d_out):
-        idx64, wte, wpe = ctx.saved_tensors
+        idx64, wte, wpe, out = ctx.saved_tensors
+        rec, ctx.rec = ctx.rec, None  # one sweep consumes a tape (retain_graph: recorded again)
         tie: _TiedGrad = ctx.tie
         with tie.lock:
             d_wte, tie.grad = tie.grad, None
@@ -136,17 +146,22 @@ class _TiedEncoder(torch.autograd.Function):
         if torch.is_grad_enabled():
             # a graph over the backward (create_graph): the backward op, differentiable (its
             # double backward), and wte's gradient from the lm_head added to it by autograd
-            out = torch.empty_like(d_out)        # (no record: the op records again)
-            g = op.backward_op(idx64, wte, wpe, out, d_out)
+            g = op.backward_op(idx64, wte, wpe, out, d_out)  # (it records again)
             d_wte2, d_wpe = g
             d_wte = d_wte2 if d_wte is None else d_wte + d_wte2
             return (None, d_wte if ctx.needs_input_grad[1] else None,
                     d_wpe if ctx.needs_input_grad[2] else None, None)
-        _, rec = op.run_forward((idx64, wte, wpe), record=True)  # the tape (cheap: a gather)
+        if rec is None or not op.recorded(rec, (out,)):
+            _, rec = op.run_forward((idx64, wte, wpe), record=True)
         if d_wte is None:
             d_wte = torch.zeros_like(wte, memory_format=torch.contiguous_format)
-        adj = {"wte": d_wte, "wpe": torch.zeros_like(wpe, memory_format=torch.contiguous_format),
-               "out": d_out.to(wte.dtype).contiguous().clone()}  # the sweep zeroes its seed
-        op.run_sweep(rec, [adj[w] for w in op.k.adjoints])
+        adj = {"wte": d_wte, "wpe": torch.zeros_like(wpe, memory_format=torch.contiguous_format)}
+        if op.reads_seeds_only(rec):
+            # the sweep that only reads d out (proved by the engine): the grad as it comes
+            adj["out"] = d_out.to(wte.dtype).contiguous()
+            op.run_sweep_reading_seeds(rec, [adj[w] for w in op.k.adjoints])
+        else:
+            adj["out"] = d_out.to(wte.dtype).contiguous().clone()  # the sweep zeroes its seed
+            op.run_sweep(rec, [adj[w] for w in op.k.adjoints])
         return (None, d_wte if ctx.needs_input_grad[1] else None,
                 adj["wpe"] if ctx.needs_input_grad[2] else None, None)
