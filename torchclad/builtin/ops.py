@@ -106,12 +106,21 @@ def first_out_of_range(idx: torch.Tensor, lo: int, hi: int,
     ``allowed``, or None when there is none."""
     if idx.numel() == 0:
         return None
+    mn, mx = _extremes(idx)
+    if mn >= lo and mx < hi:
+        return None  # the common case, in one pass
     bad = (idx < lo) | (idx >= hi)
     if allowed is not None:
         bad &= idx != allowed
     if not bool(bad.any()):
         return None
     return int(idx[bad].reshape(-1)[0])
+
+
+def _extremes(idx: torch.Tensor) -> tuple:
+    """(min, max) of a non-empty integer tensor, in one pass."""
+    mn, mx = torch.aminmax(idx)
+    return int(mn), int(mx)
 
 
 def _index_count(op: str, name: str, pos: int, bound, *, allow_negative: bool = False):
@@ -348,8 +357,10 @@ def _checked_indices(index: torch.Tensor, bound: int, ignore_index: Optional[int
     if v is not None:
         msg = _INDEX_MESSAGES.get(owner, owner + ": index {v} is out of range [0, {n})")
         raise IndexError(msg.format(v=v, n=bound, ii=ignore_index))
-    if ignore_index is not None:
-        idx[idx == ignore_index] = -1
+    if ignore_index is not None and idx.numel():
+        mn, mx = _extremes(idx)
+        if mn <= ignore_index <= mx:  # (else no value is ignore_index)
+            idx[idx == ignore_index] = -1
     return idx
 
 
