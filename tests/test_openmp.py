@@ -123,6 +123,49 @@ def test_shared_adjoints_get_partial_sums_not_reductions(src, name, wrt):
     assert not warned
 
 
+def test_partial_sums_are_sized_by_the_work_of_an_iteration():
+    """par_chunks gets the innermost iterations of one iteration where the loop bounds are
+    integer parameters (rows: 2 C); where a bound is computed inside the loop (prod:
+    C - b % 3), or for a body without loops (scale: 1), it gets what it can know."""
+    calls = {}
+    for src, name, wrt in ((ROWS, "rows", "inp, w, bias"), (PROD, "prod", "inp"),
+                           (SCALE, "scale", "inp, a")):
+        d, _ = _derive(src, name, wrt)
+        calls[name] = re.findall(r"torchclad::par_chunks\(([^;]*)\)", _sweep(d.code, name))
+    assert calls["rows"] and all(c.count(",") == 2 and c.count("C > 0 ? C : 0") == 2
+                                 for c in calls["rows"]), calls["rows"]
+    assert all(c.count(",") == 1 for c in calls["prod"])
+    assert calls["scale"] and all(c.endswith(", 1") for c in calls["scale"]), calls["scale"]
+
+
+def test_par_chunks_keeps_partial_sums_small_against_the_work(tmp_path):
+    """The runtime's chunk count: at most 16 and the trip count; at most 2^22 / elements; and
+    with the work of an iteration known, 2 k elements (zeroing and adding the partial sums)
+    within half of n * work -- the encoder of a small GPT-2 (16 rows of 64 x 128 values,
+    partial sums of 56 + 64 rows of 128) in 2 chunks instead of 16."""
+    import subprocess
+
+    from torchclad.toolchain.compiler import compiler, runtime_include_dir
+
+    prog = tmp_path / "chunks.cpp"
+    prog.write_text(textwrap.dedent("""
+        #include <cstdio>
+        #include <torchclad/parallel.h>
+        int main() {
+          std::printf("%ld %ld %ld %ld %ld %ld %ld\\n", torchclad::par_chunks(0, 10),
+                      torchclad::par_chunks(5, 10), torchclad::par_chunks(100, 10),
+                      torchclad::par_chunks(100, 1L << 20),
+                      torchclad::par_chunks(16, (56 + 64) * 128, 64 * 128),
+                      torchclad::par_chunks(1024, 256, 128), torchclad::par_chunks(3, 100, 1));
+          return 0;
+        }"""))
+    exe = tmp_path / "chunks"
+    subprocess.run([*compiler(), "-std=c++17", "-I", str(runtime_include_dir()), str(prog),
+                    "-o", str(exe)], check=True, capture_output=True)
+    got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    assert got == ["0", "5", "16", "4", "2", "16", "1"]
+
+
 def test_recording_forward_stays_parallel_with_per_iteration_records():
     d, warned = _derive(PROD, "prod", "inp")
     forw, sweep = _forw(d.code, "prod"), _sweep(d.code, "prod")

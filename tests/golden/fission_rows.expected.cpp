@@ -53,7 +53,7 @@ void fission_rows_pullback(double* y, const double* x, const double* w, const do
             bool _t4 = C >= 0 && O >= 0;
             long _t5 = (long)O;
             long _t6 = (long)C * (long)O;
-            long _t7 = _t4 ? torchclad::par_chunks(_t3, _t5 + _t6) : 1;
+            long _t7 = _t4 ? torchclad::par_chunks(_t3, _t5 + _t6, (long)(O > 0 ? O : 0) * (long)(C > 0 ? C : 0)) : 1;
             bool _t8 = _t7 > 1;
             double* _t11 = _d_b;
             std::vector<double> _t10(_t8 ? _t7 * _t5 : 0);
@@ -150,7 +150,7 @@ void fission_rows_reverse_sweep(double* y, const double* x, const double* w, con
             bool _t4 = C >= 0 && O >= 0;
             long _t5 = (long)O;
             long _t6 = (long)C * (long)O;
-            long _t7 = _t4 ? torchclad::par_chunks(_t3, _t5 + _t6) : 1;
+            long _t7 = _t4 ? torchclad::par_chunks(_t3, _t5 + _t6, (long)(O > 0 ? O : 0) * (long)(C > 0 ? C : 0)) : 1;
             bool _t8 = _t7 > 1;
             double* _t11 = _d_b;
             std::vector<double> _t10(_t8 ? _t7 * _t5 : 0);

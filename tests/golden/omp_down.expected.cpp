@@ -6,7 +6,7 @@ void omp_down_pullback(double* out, const double* x, double a, int n, double* _d
     {
         long _t0 = n - 1 >= 0 ? n - 1 - 0 + 1 : 0;
         long _t1 = 1;
-        long _t2 = torchclad::par_chunks(_t0, _t1);
+        long _t2 = torchclad::par_chunks(_t0, _t1, 1);
         bool _t3 = _t2 > 1;
         double* _t6 = _d_a;
         std::vector<double> _t5(_t3 ? _t2 * _t1 : 0);
@@ -43,7 +43,7 @@ void omp_down_reverse_sweep(double* out, const double* x, double a, int n, doubl
     {
         long _t0 = n - 1 >= 0 ? n - 1 - 0 + 1 : 0;
         long _t1 = 1;
-        long _t2 = torchclad::par_chunks(_t0, _t1);
+        long _t2 = torchclad::par_chunks(_t0, _t1, 1);
         bool _t3 = _t2 > 1;
         double* _t6 = _d_a;
         std::vector<double> _t5(_t3 ? _t2 * _t1 : 0);

@@ -24,7 +24,7 @@ void omp_rows_shared_pullback(double* out, const double* inp, const double* w, c
         bool _t4 = C >= 0;
         long _t5 = (long)C;
         long _t6 = (long)C;
-        long _t7 = _t4 ? torchclad::par_chunks(_t3, _t5 + _t6) : 1;
+        long _t7 = _t4 ? torchclad::par_chunks(_t3, _t5 + _t6, (long)(C > 0 ? C : 0) + (long)(C > 0 ? C : 0)) : 1;
         bool _t8 = _t7 > 1;
         double* _t11 = _d_bias;
         std::vector<double> _t10(_t8 ? _t7 * _t5 : 0);
@@ -111,7 +111,7 @@ void omp_rows_shared_reverse_sweep(double* out, const double* inp, const double*
         bool _t2 = C >= 0;
         long _t3 = (long)C;
         long _t4 = (long)C;
-        long _t5 = _t2 ? torchclad::par_chunks(_t1, _t3 + _t4) : 1;
+        long _t5 = _t2 ? torchclad::par_chunks(_t1, _t3 + _t4, (long)(C > 0 ? C : 0) + (long)(C > 0 ? C : 0)) : 1;
         bool _t6 = _t5 > 1;
         double* _t9 = _d_bias;
         std::vector<double> _t8(_t6 ? _t5 * _t3 : 0);
@@ -178,7 +178,7 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
         bool _t2 = C >= 0;
         long _t3 = (long)C;
         long _t4 = (long)C;
-        long _t5 = _t2 ? torchclad::par_chunks(_t1, _t3 + _t4) : 1;
+        long _t5 = _t2 ? torchclad::par_chunks(_t1, _t3 + _t4, (long)(C > 0 ? C : 0) + (long)(C > 0 ? C : 0)) : 1;
         bool _t6 = _t5 > 1;
         double* _t9 = _d_bias;
         std::vector<double> _t8(_t6 ? _t5 * _t3 : 0);

@@ -24,7 +24,7 @@ void omp_step_pullback(double* out, const double* inp, const double* w, int N, i
         torchclad::IterRecords _t3 = torchclad::IterRecords::load(_tape);
         bool _t4 = C >= 0 && OC >= 0;
         long _t5 = (long)C * (long)OC;
-        long _t6 = _t4 ? torchclad::par_chunks(_t2, _t5) : 1;
+        long _t6 = _t4 ? torchclad::par_chunks(_t2, _t5, (long)(OC > 0 ? OC : 0) * ((long)(4 > 0 ? 4 : 0) * (long)(C > 0 ? C : 0))) : 1;
         bool _t7 = _t6 > 1;
         double* _t10 = _d_w;
         std::vector<double> _t9(_t7 ? _t6 * _t5 : 0);
@@ -84,7 +84,7 @@ void omp_step_reverse_sweep(double* out, const double* inp, const double* w, int
         torchclad::IterRecords _t1 = torchclad::IterRecords::load(_tape);
         bool _t2 = C >= 0 && OC >= 0;
         long _t3 = (long)C * (long)OC;
-        long _t4 = _t2 ? torchclad::par_chunks(_t0, _t3) : 1;
+        long _t4 = _t2 ? torchclad::par_chunks(_t0, _t3, (long)(OC > 0 ? OC : 0) * ((long)(4 > 0 ? 4 : 0) * (long)(C > 0 ? C : 0))) : 1;
         bool _t5 = _t4 > 1;
         double* _t8 = _d_w;
         std::vector<double> _t7(_t5 ? _t4 * _t3 : 0);

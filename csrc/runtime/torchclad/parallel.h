@@ -129,14 +129,23 @@ class IterRecords {
 
 // Number of chunks of a parallel reverse loop of n iterations whose partial sums hold
 // `elements` values per chunk: at most 16, fewer when n is smaller or the partial sums would
-// exceed 2^22 values. Depends on the sizes only, so the summation order does too.
-inline long par_chunks(long n, long elements) {
+// exceed 2^22 values. `work` (when the engine knows it, else 0): the innermost iterations
+// one iteration runs; then the chunks' partial sums, zeroed and added up once each (2 k
+// elements passes), stay within half of the loop's own n * work. Depends on the sizes only,
+// so the summation order does too.
+inline long par_chunks(long n, long elements, long work = 0) {
   if (n <= 0) return 0;
   long k = n < 16 ? n : 16;
   if (elements > 0) {
     long cap = (1L << 22) / elements;
     if (cap < 1) cap = 1;
     if (k > cap) k = cap;
+    if (work > 0) {
+      const double budget = static_cast<double>(n) * static_cast<double>(work) /
+                            (4.0 * static_cast<double>(elements));
+      const long w = budget < 1.0 ? 1 : budget > 16.0 ? 16 : static_cast<long>(budget);
+      if (k > w) k = w;
+    }
   }
   return k;
 }

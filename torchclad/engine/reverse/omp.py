@@ -22,7 +22,8 @@ only (the inner ones serial inside each parallel iteration):
 - private adjoints only: the nest with `#pragma omp parallel for [collapse(m)] if(assumptions)`;
 - adjoints every iteration adds into: a fixed number of chunks of consecutive iterations
   (from the sizes only), each adding into its own zeroed partial sums, then
-  `torchclad::par_combine` in chunk order: the same bits for any number of threads;
+  `torchclad::par_combine` in chunk order: the same bits for any number of threads
+  (chunks.py);
 - otherwise the loop runs serially, and a warning says why.
 
 A reverse adding both into adjoints private to an iteration and into sums over iterations
@@ -42,6 +43,7 @@ from ..analysis.affine import key
 from ..opt import fission
 from ..opt.loop_order import pointer_groups
 from . import parallel, slots as slot_mod
+from .chunks import chunked, product, rebuild, trip_decls
 from .transform import TAPE
 
 #: what a reverse loop may keep of the forward's clauses
@@ -160,34 +162,6 @@ def number(nt: Nest, levels: tuple, trips: list) -> ir.Expr:
     return k
 
 
-def _trip_decls(asm, levels) -> "tuple[list, list]":
-    """Locals holding each level's trip count, and their declarations."""
-    out, decls = [], []
-    for _, _, c in levels:
-        v = asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
-        decls.append(ir.Decl(v, c.trips()))
-        out.append(v)
-    return out, decls
-
-
-def _product(vs) -> ir.Expr:
-    e = vs[0]
-    for v in vs[1:]:
-        e = ir.Binary("*", e, v, ir.LONG)
-    return e
-
-
-def _rebuild(levels, body: list, pragma: str) -> ir.Loop:
-    """The nest with the loops' own headers around `body`, `pragma` on the outer loop."""
-    inner = list(body)
-    for j in reversed(range(len(levels))):
-        s = levels[j][0]
-        loop = ir.Loop(s.init, s.cond, s.inc, ir.Block(tuple(inner)), s.loc,
-                       pragma if j == 0 else "")
-        inner = [loop]
-    return inner[0]
-
-
 def forward(asm, nt: Nest) -> list:
     """The recording forward of the nest."""
     mode, saved = nt.mode, list(nt.saved)
@@ -195,12 +169,12 @@ def forward(asm, nt: Nest) -> list:
     outer = nt.levels[0][0]
     if mode == "none":
         body = asm.fwd_block(loop.body, path + (1,))
-        return [_rebuild(nt.levels, body, outer.pragma)]
+        return [rebuild(nt.levels, body, outer.pragma)]
     slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
-    trips, decls = _trip_decls(asm, nt.levels)
+    trips, decls = trip_decls(asm, nt.levels)
     total = trips[0] if len(trips) == 1 else asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
     if len(trips) > 1:
-        decls.append(ir.Decl(total, _product(trips)))
+        decls.append(ir.Decl(total, product(trips)))
     k = number(nt, nt.levels, trips)
     body = asm.fwd_block(loop.body, path + (1,))
     pragma = outer.pragma
@@ -215,7 +189,7 @@ def forward(asm, nt: Nest) -> list:
                 body.append(slot_mod.copy(asm, v, at, d.var, None, w))
         sizes = [slot_mod.scaled(total, slot_mod.width(d)) for d in saved]
         out = decls + [ir.VectorDecl(v, n) for v, n in zip(slots, sizes)]
-        out.append(_rebuild(nt.levels, body, pragma))
+        out.append(rebuild(nt.levels, body, pragma))
         out += [ir.TapeArray(v, n, False) for v, n in zip(slots, sizes)]
         return [ir.Block(tuple(out), outer.loc)]
     rec = asm.names.fresh(names.SAVED_PREFIX, RECORDS)
@@ -227,7 +201,7 @@ def forward(asm, nt: Nest) -> list:
     shadow = ir.Decl(ir.Var(names.TAPE, TAPE_REF, 0),
                      ir.Raw("{0}.record({1})", TAPE_REF, (rec, k), assigns=True))
     out = decls + [ir.Decl(rec, ir.Raw("torchclad::IterRecords({0})", RECORDS, (total,)))]
-    out.append(_rebuild(nt.levels, [shadow] + body, pragma))
+    out.append(rebuild(nt.levels, [shadow] + body, pragma))
     out.append(ir.ExprStmt(ir.Raw("{0}.save({1})", VOID, (rec, TAPE), assigns=True)))
     return [ir.Block(tuple(out), outer.loc)]
 
@@ -285,7 +259,7 @@ def _whole(asm, nt: Nest, body: list) -> list:
     mode, saved = nt.mode, list(nt.saved)
     outer = nt.levels[0][0]
     slots = slot_mod.slot_vars(asm, saved) if mode == "slots" else []
-    trips, decls = _trip_decls(asm, nt.levels) if mode != "none" or len(nt.levels) > 1 \
+    trips, decls = trip_decls(asm, nt.levels) if mode != "none" or len(nt.levels) > 1 \
         else ([], [])
     if mode == "slots":
         body = slot_mod.from_slots(asm, body, number(nt, nt.levels, trips), slots, saved)
@@ -293,7 +267,7 @@ def _whole(asm, nt: Nest, body: list) -> list:
     if trips:
         total = trips[0] if len(trips) == 1 else asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
         if len(trips) > 1:
-            decls.append(ir.Decl(total, _product(trips)))
+            decls.append(ir.Decl(total, product(trips)))
     rec = None
     if mode == "slots":
         sizes = [slot_mod.scaled(total, slot_mod.width(d)) for d in saved]
@@ -312,12 +286,12 @@ def _whole(asm, nt: Nest, body: list) -> list:
     if plan is None:
         asm.note(nt.loc, f"'#pragma {outer.pragma}': the reverse loop runs serially: "
                          f"{refusal}")
-        nest_loop = _rebuild(nt.levels, body, "")
+        nest_loop = rebuild(nt.levels, body, "")
     elif plan.partials:
-        return [ir.Block(tuple(decls + _chunked(asm, nt, width, trips, total, body, plan)),
+        return [ir.Block(tuple(decls + chunked(asm, nt, width, trips, total, body, plan)),
                          outer.loc)]
     else:
-        nest_loop = _rebuild(nt.levels, body, _pragma(nt, width, plan))
+        nest_loop = rebuild(nt.levels, body, _pragma(nt, width, plan))
     return [ir.Block(tuple(decls + [nest_loop]), outer.loc)] if decls else [nest_loop]
 
 
@@ -358,10 +332,10 @@ def _nest(asm, nt: Nest, body: list, planned) -> list:
     if plan is None:
         asm.note(nt.loc, f"'#pragma {nt.levels[0][0].pragma}': the reverse loop runs "
                          f"serially: {refusal}")
-        return [_rebuild(nt.levels, body, "")]
+        return [rebuild(nt.levels, body, "")]
     if plan.partials:
-        return [ir.Block(tuple(_chunked(asm, nt, width, [], None, body, plan)), nt.loc)]
-    return [_rebuild(nt.levels, body, _pragma(nt, width, plan))]
+        return [ir.Block(tuple(chunked(asm, nt, width, [], None, body, plan)), nt.loc)]
+    return [rebuild(nt.levels, body, _pragma(nt, width, plan))]
 
 
 def _plan(asm, nt: Nest, body, path=None) -> tuple:
@@ -404,97 +378,3 @@ def _pragma(nt: Nest, width: int, plan) -> str:
 def _spell(e) -> str:
     from ..emit.cpp import spell
     return spell(e) if e is not None else ""
-
-
-def _chunked(asm, nt: Nest, width: int, trips: list, total, body: list, plan) -> list:
-    """The reverse nest as a fixed number of chunks of consecutive iterations of its outer
-    `width` loops, each adding into partial sums of its own (see the module docstring)."""
-    L = ir.LONG
-    par, ser = nt.levels[:width], nt.levels[width:]
-    out = []
-    if not trips:
-        trips, decls = _trip_decls(asm, nt.levels)
-        out += decls
-    n_par = trips[0] if width == 1 else asm.names.fresh(names.SAVED_PREFIX, L)
-    if width > 1:
-        out.append(ir.Decl(n_par, _product(trips[:width])))
-    g = None
-    if plan.guard is not None:
-        g = asm.names.fresh(names.SAVED_PREFIX, ir.BOOL)
-        out.append(ir.Decl(g, plan.guard))
-    extents = []
-    for pt in plan.partials:
-        if pt.extent is not None:
-            e = asm.names.fresh(names.SAVED_PREFIX, L)
-            out.append(ir.Decl(e, pt.extent))
-            extents.append(e)
-        else:
-            extents.append(None)
-    size = None
-    for e in extents:
-        e = e if e is not None else ir.Const("1", L)
-        size = e if size is None else ir.Binary("+", size, e, L)
-    K = asm.names.fresh(names.SAVED_PREFIX, L)
-    chunks = ir.Call(names.PAR_CHUNKS, (n_par, size), L)
-    out.append(ir.Decl(K, chunks if g is None else ir.Cond(g, chunks, ir.Const("1", L), L)))
-    # one chunk (assumptions that fail, or partial sums too large to copy): the iterations
-    # add into the adjoints themselves, in order
-    g = asm.names.fresh(names.SAVED_PREFIX, ir.BOOL)
-    out.append(ir.Decl(g, ir.Binary(">", K, ir.Const("1", L), ir.BOOL)))
-    c = asm.names.fresh(names.SAVED_PREFIX, L)
-    decls, head, tail, after = _partial_sums(asm, plan.partials, extents, K, g, c)
-    out += decls
-    k = asm.names.fresh(names.SAVED_PREFIX, L)
-    begin = lambda x: ir.Call(names.PAR_BEGIN, (x, n_par, K), L)
-    derived = []
-    for j, (_, _, cl) in enumerate(par):
-        kj = k
-        below = trips[j + 1:width]
-        if below:
-            kj = ir.Binary("/", kj, _product(below), L)
-        if j > 0:
-            kj = ir.Binary("%", kj, trips[j], L)
-        derived.append(ir.Decl(cl.var, cl.value(kj)))
-    inner = _rebuild(ser, body, "") if ser else None
-    iter_body = derived + ([inner] if inner is not None else body)
-    k_loop = ir.Loop((ir.Decl(k, begin(c)),),
-                     ir.Binary("<", k, begin(ir.Binary("+", c, ir.Const("1", L), L)), ir.BOOL),
-                     (ir.Assign("+=", k, ir.Const("1", ir.INT)),), ir.Block(tuple(iter_body)))
-    conds = [c for c in (nt.user_if(), _spell(g)) if c]
-    pragma = "omp parallel for" + nt.carried() + f" if({' && '.join(conds)})"
-    c_loop = ir.Loop((ir.Decl(c, ir.Const("0", L)),), ir.Binary("<", c, K, ir.BOOL),
-                     (ir.Assign("+=", c, ir.Const("1", ir.INT)),),
-                     ir.Block(tuple(head + [k_loop] + tail)), nt.loc, pragma)
-    return out + [c_loop] + after
-
-
-def _partial_sums(asm, partials, extents, K, g, c) -> tuple:
-    """For each partial: (declarations before the chunk loop, the chunk's own copy at its
-    start, what the chunk stores at its end, the combination after the loop)."""
-    L = ir.LONG
-    out, head, tail, after = [], [], [], []
-    for pt, e in zip(partials, extents):
-        elem = ir.Type(pt.type.base, 0, False, (), True)
-        store = asm.names.fresh(names.SAVED_PREFIX, ir.Type(elem.base, vector=True, real=True))
-        target = ir.Var(pt.name, pt.type, 0)
-        if e is None:                       # a scalar adjoint: one partial per chunk
-            out.append(ir.VectorDecl(store, K))
-            head.append(ir.Decl(target, ir.Cast(ir.Const("0", ir.INT), elem, "fn")))
-            tail.append(ir.Assign("=", ir.Index(store, c, elem), target))
-            j = asm.names.fresh(names.SAVED_PREFIX, L)
-            after.append(ir.Loop((ir.Decl(j, ir.Const("0", L)),), ir.Binary("<", j, K, ir.BOOL),
-                                 (ir.Assign("+=", j, ir.Const("1", ir.INT)),),
-                                 ir.Block((ir.Assign("+=", target, ir.Index(store, j, elem)),))))
-            continue
-        alias = asm.names.fresh(names.SAVED_PREFIX, pt.type)
-        out.append(ir.Decl(alias, target))
-        n = ir.Binary("*", K, e, L)
-        out.append(ir.VectorDecl(store, ir.Cond(g, n, ir.Const("0", L), L)))
-        mine = ir.Binary("+", ir.Raw(names.VECTOR_DATA, pt.type, (store,)),
-                         ir.Binary("*", c, e, L), pt.type)
-        head.append(ir.Decl(target, ir.Cond(g, mine, alias, pt.type)))
-        comb = ir.ExprStmt(ir.Call(names.PAR_COMBINE,
-                                   (alias, ir.Raw(names.VECTOR_DATA, pt.type, (store,)), K, e),
-                                   VOID))
-        after.append(ir.If(g, ir.Block((comb,))))
-    return out, head, tail, after
