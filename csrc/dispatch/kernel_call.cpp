@@ -312,11 +312,16 @@ class KernelBackward : public Node {
 
   // The grad of output idx (moved out of grads; undefined when it has none).
   at::Tensor take_grad(variable_list& grads, int idx) const {
+    const int k = grad_slot(grads, idx);
+    return k < 0 ? at::Tensor() : std::move(grads[k]);
+  }
+
+  // The slot of output idx's grad in grads (the node's diff_out order), -1 for none.
+  int grad_slot(const variable_list& grads, int idx) const {
     const Spec& s = *spec_;
-    at::Tensor g;
-    for (size_t k = 0; k < s.diff_out.size(); ++k)
-      if (s.diff_out[k] == idx && k < grads.size()) g = std::move(grads[k]);
-    return g;
+    for (size_t k = 0; k < s.diff_out.size() && k < grads.size(); ++k)
+      if (s.diff_out[k] == idx) return static_cast<int>(k);
+    return -1;
   }
 
   // Whether this backward takes the assigning sweep: the kernel has one, every adjoint is a
@@ -395,10 +400,8 @@ class KernelBackward : public Node {
 
   // The grad of output idx, or null when the node has no slot for it.
   const at::Tensor* grad_of(const variable_list& grads, int idx) const {
-    const Spec& s = *spec_;
-    for (size_t k = 0; k < s.diff_out.size() && k < grads.size(); ++k)
-      if (s.diff_out[k] == idx) return &grads[k];
-    return nullptr;
+    const int k = grad_slot(grads, idx);
+    return k < 0 ? nullptr : &grads[k];
   }
 
   // The adjoint buffers of the assigning sweep: the grads as they come (it only reads them;

@@ -106,7 +106,13 @@ def first_out_of_range(idx: torch.Tensor, lo: int, hi: int,
     ``allowed``, or None when there is none."""
     if idx.numel() == 0:
         return None
-    mn, mx = _extremes(idx)
+    return _first_outside(idx, lo, hi, allowed, _extremes(idx))
+
+
+def _first_outside(idx: torch.Tensor, lo: int, hi: int, allowed: Optional[int],
+                   extremes: tuple) -> Optional[int]:
+    """:func:`first_out_of_range` of a non-empty ``idx`` whose (min, max) is ``extremes``."""
+    mn, mx = extremes
     if mn >= lo and mx < hi:
         return None  # the common case, in one pass
     bad = (idx < lo) | (idx >= hi)
@@ -353,14 +359,15 @@ def checked_indices(index: torch.Tensor, bound: int, ignore_index: Optional[int]
 def _checked_indices(index: torch.Tensor, bound: int, ignore_index: Optional[int],
                      owner: str) -> torch.Tensor:
     idx = index.to(torch.int64).contiguous().clone()
-    v = first_out_of_range(idx, 0, bound, ignore_index)
+    if idx.numel() == 0:
+        return idx
+    mn, mx = _extremes(idx)
+    v = _first_outside(idx, 0, bound, ignore_index, (mn, mx))
     if v is not None:
         msg = _INDEX_MESSAGES.get(owner, owner + ": index {v} is out of range [0, {n})")
         raise IndexError(msg.format(v=v, n=bound, ii=ignore_index))
-    if ignore_index is not None and idx.numel():
-        mn, mx = _extremes(idx)
-        if mn <= ignore_index <= mx:  # (else no value is ignore_index)
-            idx[idx == ignore_index] = -1
+    if ignore_index is not None and mn <= ignore_index <= mx:  # (else no value is it)
+        idx[idx == ignore_index] = -1
     return idx
 
 

@@ -32,10 +32,10 @@ the caller's grad, uncopied. Anything else gets no variant: the accumulating swe
 
 A copy. Where the value assigned is the seed element itself, unconverted -- `_d_inp[i] =
 _d_out[i]`, through a local initialised with it or not (a residual connection: out = a + b) --
-the variant copies N elements of that seed into that input adjoint (`passthrough`: input
-adjoint uid -> seed uid). A caller whose input, output and N all have one number of elements
-may take the grad itself as that input's gradient, without running anything (as torch's own
-add backward hands its grad on).
+the variant copies N elements of that seed into that input adjoint (`copies`: input
+adjoint uid -> seed uid; `Derivative.assign_copies`). A caller whose input, output and N all
+have one number of elements may take the grad itself as that input's gradient, without
+running anything (as torch's own add backward hands its grad on).
 """
 from __future__ import annotations
 
@@ -182,8 +182,7 @@ def _copied_seed(stmts, d: str, i: str, seeds, adj_names):
         decls = [s for s in stmts if isinstance(s, ir.Decl) and s.var.name == v.name]
         assigned = any(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var)
                        and x.target.name == v.name for s in stmts for x in ir.walk_stmts(s))
-        if len(decls) != 1 or decls[0].init is None or assigned or \
-                decls[0].var.type != v.type:
+        if len(decls) != 1 or decls[0].init is None or assigned:
             return None
         v = decls[0].init
     for o in seeds:

@@ -16,7 +16,8 @@ from .. import ir, names
 VOID = ir.VOID
 
 
-def _spell(e) -> str:
+def spell_or_empty(e) -> str:
+    """e as C++ text, "" for None (a pragma's optional condition)."""
     from ..emit.cpp import spell
     return spell(e) if e is not None else ""
 
@@ -104,7 +105,7 @@ def chunked(asm, nt, width: int, trips: list, total, body: list, plan) -> list:
     k_loop = ir.Loop((ir.Decl(k, begin(c)),),
                      ir.Binary("<", k, begin(ir.Binary("+", c, ir.Const("1", L), L)), ir.BOOL),
                      (ir.Assign("+=", k, ir.Const("1", ir.INT)),), ir.Block(tuple(iter_body)))
-    conds = [c for c in (nt.user_if(), _spell(g)) if c]
+    conds = [c for c in (nt.user_if(), spell_or_empty(g)) if c]
     pragma = "omp parallel for" + nt.carried() + f" if({' && '.join(conds)})"
     c_loop = ir.Loop((ir.Decl(c, ir.Const("0", L)),), ir.Binary("<", c, K, ir.BOOL),
                      (ir.Assign("+=", c, ir.Const("1", ir.INT)),),

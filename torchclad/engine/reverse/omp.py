@@ -43,7 +43,7 @@ from ..analysis.affine import key
 from ..opt import fission
 from ..opt.loop_order import pointer_groups
 from . import parallel, slots as slot_mod
-from .chunks import chunked, product, rebuild, trip_decls
+from .chunks import chunked, product, rebuild, spell_or_empty, trip_decls
 from .transform import TAPE
 
 #: what a reverse loop may keep of the forward's clauses
@@ -369,7 +369,7 @@ def _pragma(nt: Nest, width: int, plan) -> str:
     if width > 1:
         words += f" collapse({width})"
     words += nt.carried()
-    conds = [c for c in (nt.user_if(), _spell(plan.guard)) if c]
+    conds = [c for c in (nt.user_if(), spell_or_empty(plan.guard)) if c]
     if conds:
         words += f" if({' && '.join(conds)})"
     return words
