@@ -111,6 +111,19 @@ def test_elementwise_reverse_is_parallel():
     assert not warned and not d.notes
 
 
+def test_a_pragma_before_a_nest_on_one_line_is_the_outer_loops():
+    """`for (r ...) for (i ...)` on the pragma's next line: the pragma is the outer loop's
+    (as the compiler reads it), never the inner one's, whose iterations all add into s[r]."""
+    src = ("void rowsum(double* s, const double* x, int m, int n) {\n"
+           "    #pragma omp parallel for\n"
+           "    for (int r = 0; r < m; r++) for (int i = 0; i < n; i++) s[r] += x[r * n + i] * x[r * n + i];\n"
+           "}\n")
+    d, _ = _derive(src, "rowsum", "x")
+    for text in (_forw(d.code, "rowsum"), _sweep(d.code, "rowsum")):
+        pragmas = re.findall(r"#pragma omp parallel for[^\n]*\n\s*for \((?:int|long) (\w+)", text)
+        assert pragmas and all(v != "i" for v in pragmas), text
+
+
 @pytest.mark.parametrize("src,name,wrt", [(ROWS, "rows", "inp, w, bias"),
                                           (SCALE, "scale", "inp, a"),
                                           (STEP, "omp_step", "inp, w")])

@@ -48,6 +48,7 @@ class Scopes:
         self.value_temps: set = set()     # uids of the copies `?:` with side effects yields
         self.record_decls: dict = {}      # struct name -> its declaration cursor
         self.used_pragmas: set = set()   # lines of the pragmas a for loop took
+        self.pragma_owner: dict = {}     # line -> offset of the first for statement on it
 
     def visitor(self, c):
         """The method lowering cursor ``c``, ``visit_<its kind>`` (``visit_if_stmt``,

@@ -248,6 +248,8 @@ class Statements(Scopes):
                         ir.Block((head,) + body.stmts, body.loc), L)]
 
     def visit_for_stmt(self, c) -> list:
+        # a pragma on the line of several for statements belongs to the first (outermost)
+        self.pragma_owner.setdefault(c.extent.start.line, c.extent.start.offset)
         parts = self.for_clauses(c)
         self.push()
         init = self.stmt(parts["init"]) if parts["init"] is not None else []
@@ -296,6 +298,9 @@ class Statements(Scopes):
     def with_pragma(self, c, loop: ir.Loop) -> ir.Loop:
         """``loop`` carrying the omp / torchclad pragma written before for-statement ``c``."""
         pragma = self.pragmas.get(c.extent.start.line, "")
+        if self.pragma_owner.get(c.extent.start.line, c.extent.start.offset) != \
+                c.extent.start.offset:
+            pragma = ""                   # a loop nested in the one the pragma is for
         if pragma:
             self.used_pragmas.add(c.extent.start.line)
         if pragma.startswith("torchclad"):
