@@ -33,24 +33,40 @@ def _without_seed_resets(sweep: str, seeds) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("name,seeds,nonneg", [
-    ("layernorm_forward", ("out", "mean", "rstd"), ("C",)),
-    ("softmax_forward", ("out",), ("C",)),
-    ("crossentropy_forward", ("losses",), ()),
-    ("embedding_forward", ("out",), ("C",)),
+# A loop zeroing the row of an input adjoint that an iteration owns (reverse/rows.py).
+_ZERO_ROW = re.compile(r"\n\s*for \(long (_t\d+) = 0; \1 < [^;]*; \+\+\1\) \{\n"
+                       r"\s*_d_\w+\[[^;]*\] = 0;\n\s*\}")
+
+
+def _numbered(text: str) -> str:
+    """The generated temporaries `_tN` renumbered in order of appearance."""
+    seen: dict = {}
+    return re.sub(r"\b_t\d+\b", lambda m: seen.setdefault(m.group(0), f"_t{len(seen)}"), text)
+
+
+@pytest.mark.parametrize("name,seeds,nonneg,extents", [
+    ("layernorm_forward", ("out", "mean", "rstd"), ("N", "C"),
+     (("inp", "N*C"), ("weight", ""), ("bias", ""))),
+    ("softmax_forward", ("out",), ("N", "C"), (("inp", "N*C"),)),
+    ("crossentropy_forward", ("losses",), (), (("logits", ""),)),
+    ("embedding_forward", ("out",), ("C",), (("weight", ""),)),
 ])
-def test_builtins_with_outputs_written_once_get_the_sweep_without_seed_resets(name, seeds,
-                                                                             nonneg):
+def test_builtins_with_outputs_written_once_get_the_sweep_without_seed_resets(
+        name, seeds, nonneg, extents):
     d = _derive(name)
     assert "reverse_sweep_assign" in d.kinds
-    assert d.assign_extents and all(n == "" for _, n in d.assign_extents)
+    assert d.assign_extents == extents
     assert d.assign_nonneg == nonneg
     f = dict(d.functions)
     sweep, variant = f[name + "_reverse_sweep"], f[name + "_reverse_sweep_assign"]
-    # the same sweep, statement for statement, but for the resets of the seeds
+    # the same sweep, statement for statement, but for the resets of the seeds (and the
+    # loops zeroing the rows of the adjoints with a size: one per such adjoint)
     assert any(re.search(rf"_d_{s}\[[^;]*\] = 0;", sweep) for s in seeds)
     body = variant.split("{", 1)[1].rstrip()
-    assert body == _without_seed_resets(sweep, seeds).split("{", 1)[1].rstrip()
+    rows = sum(1 for _, n in extents if n)
+    assert len(_ZERO_ROW.findall(body)) == rows
+    body = _numbered(_ZERO_ROW.sub("", body))
+    assert body == _numbered(_without_seed_resets(sweep, seeds).split("{", 1)[1].rstrip())
     assert "#pragma omp parallel for" in body
 
 

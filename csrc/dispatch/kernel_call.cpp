@@ -99,10 +99,11 @@ struct Spec {
   // per adjoint (k.adjoints order): its role, the output (seeds) or input it belongs to, and
   // the input whose gradient it becomes (-1: none)
   std::vector<int> adj_role, adj_index, adj_input;
-  // per adjoint, for the assigning sweep: the int parameter holding how many elements of that
-  // input adjoint it writes (-1: all of them; -2: it adds into it); a buffer of another size
-  // (or one it adds into) is zero-filled
-  std::vector<int> adj_extent;
+  // per adjoint, for the assigning sweep: the int parameters whose product is how many
+  // elements of that input adjoint it writes (empty: all of them; {-2}: it adds into it); a
+  // buffer of another size (or one it adds into) is zero-filled, a smaller one takes the
+  // accumulating sweep (see extent)
+  std::vector<std::vector<int>> adj_extent;
   // per adjoint: the adjoint of the seed the assigning sweep copies into it, element for
   // element, -1 for none (Derivative.assign_copies)
   std::vector<int> adj_copy;
@@ -339,9 +340,15 @@ class KernelBackward : public Node {
       if (role != kSeed && role != kInput) return false;
     for (int k : s.assign_nonneg)
       if (args.at(k).i < 0) return false;
-    bool adds = false;
-    for (int ext : s.adj_extent) adds = adds || ext == -2;
-    if (!adds) return true;
+    bool writes = false;  // some input adjoint it writes rather than adds into
+    for (size_t j = 0; j < s.adj_role.size(); ++j) {
+      if (s.adj_role[j] != kInput) continue;
+      const long long n = extent(j, args);
+      if (n >= 0 && n > bufs_.at(s.adj_index[j]).unpack().numel())
+        return false;  // it would write past the buffer (the proof counts whole rows)
+      writes = writes || n != -2;
+    }
+    if (writes) return true;
     for (size_t k = 0; k < s.diff_out.size() && k < grads.size(); ++k) {
       const at::Tensor& g = grads[k];
       const int o = s.diff_out[k];
@@ -364,8 +371,9 @@ class KernelBackward : public Node {
     bool any = false;
     for (size_t j = 0; j < s.adj_role.size(); ++j) {
       if (s.adj_role[j] == kSeed) continue;
-      if (s.adj_role[j] != kInput || s.adj_copy[j] < 0 || s.adj_extent.at(j) < 0) return false;
-      const long long n = args_.at(s.adj_extent[j]).i;
+      if (s.adj_role[j] != kInput || s.adj_copy[j] < 0) return false;
+      const long long n = extent(j, args_);
+      if (n < 0) return false;
       if (bufs_.at(s.adj_index[j]).unpack().numel() != n) return false;
       const at::Tensor* g = grad_of(grads, s.adj_index[s.adj_copy[j]]);
       if (g != nullptr && g->defined() &&
@@ -374,6 +382,18 @@ class KernelBackward : public Node {
       any = true;
     }
     return any;
+  }
+
+  // How many elements of input adjoint j the assigning sweep writes: the product of its size
+  // arguments (Derivative.assign_extents); -1 when it writes them all (a custom
+  // f_pullback_assign), -2 when it adds into it.
+  long long extent(size_t j, const std::vector<Arg>& args) const {
+    const Spec& s = *spec_;
+    if (j >= s.adj_extent.size() || s.adj_extent[j].empty()) return -1;
+    if (s.adj_extent[j].front() == -2) return -2;
+    long long n = 1;
+    for (int k : s.adj_extent[j]) n *= args.at(k).i;
+    return n;
   }
 
   // The inputs' gradients when hands_on: each the grad of the seed it copies, in the input's
@@ -428,12 +448,12 @@ class KernelBackward : public Node {
         if (own) seeds.push_back(adj.back());
       } else {
         const at::Tensor b = bufs_[idx].unpack();
-        const int ext = s.adj_extent.empty() ? -1 : s.adj_extent[j];
+        const long long ext = extent(j, args);
         if (ext == -2) {  // added into
           adj.push_back(s.pool.zeros(b.sizes(), dt));
           continue;
         }
-        const bool full = ext < 0 || args.at(ext).i == static_cast<long long>(b.numel());
+        const bool full = ext == -1 || ext == static_cast<long long>(b.numel());
         adj.push_back(full ? s.pool.scratch(b.sizes(), dt) : at::zeros(b.sizes(), opts));
       }
     }
@@ -675,7 +695,7 @@ class KernelCall {
     s.adj_role = ints(cfg, "adj_role");
     s.adj_index = ints(cfg, "adj_index");
     s.adj_input = ints(cfg, "adj_input");
-    s.adj_extent = ints(cfg, "adj_extent");
+    s.adj_extent = cfg["adj_extent"].cast<std::vector<std::vector<int>>>();
     s.adj_copy = ints(cfg, "adj_copy");
     s.assign_nonneg = ints(cfg, "assign_nonneg");
     s.adj_dtype = dtypes(cfg, "adj_dtype");

@@ -86,6 +86,9 @@ void omp_records_reverse_sweep_assign(double* out, const double* inp, int B, int
         #pragma omp parallel for
         for (int b = 0; b < B; ++b) {
             torchclad::Tape& _tape = _t1.replay(b);
+            for (long _t2 = 0; _t2 < (long)C; ++_t2) {
+                _d_inp[(long)C * (long)b + _t2] = 0;
+            }
             double p = _tape.pop<double>();
             double _d_p = double(0);
             double _r_d1 = _d_out[b];

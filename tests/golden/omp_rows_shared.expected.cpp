@@ -175,21 +175,24 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
         long _t1 = B > 0 ? B : 0;
         std::vector<double> _t0(_t1);
         _tape.pop_array(_t0.data(), _t1);
-        bool _t2 = C >= 0;
-        long _t3 = (long)C;
+        bool _t3 = C >= 0;
         long _t4 = (long)C;
-        long _t5 = _t2 ? torchclad::par_chunks(_t1, _t3 + _t4, (long)(C > 0 ? C : 0) + (long)(C > 0 ? C : 0)) : 1;
-        bool _t6 = _t5 > 1;
-        double* _t9 = _d_bias;
-        std::vector<double> _t8(_t6 ? _t5 * _t3 : 0);
-        double* _t11 = _d_w;
-        std::vector<double> _t10(_t6 ? _t5 * _t4 : 0);
-        #pragma omp parallel for if(_t6)
-        for (long _t7 = 0; _t7 < _t5; ++_t7) {
-            double* _d_bias = _t6 ? (_t8.data()) + _t7 * _t3 : _t9;
-            double* _d_w = _t6 ? (_t10.data()) + _t7 * _t4 : _t11;
-            for (long _t12 = torchclad::par_begin(_t7, _t1, _t5); _t12 < torchclad::par_begin(_t7 + 1, _t1, _t5); ++_t12) {
-                int b = static_cast<int>(_t12);
+        long _t5 = (long)C;
+        long _t6 = _t3 ? torchclad::par_chunks(_t1, _t4 + _t5, (long)(C > 0 ? C : 0) + (long)(C > 0 ? C : 0)) : 1;
+        bool _t7 = _t6 > 1;
+        double* _t10 = _d_bias;
+        std::vector<double> _t9(_t7 ? _t6 * _t4 : 0);
+        double* _t12 = _d_w;
+        std::vector<double> _t11(_t7 ? _t6 * _t5 : 0);
+        #pragma omp parallel for if(_t7)
+        for (long _t8 = 0; _t8 < _t6; ++_t8) {
+            double* _d_bias = _t7 ? (_t9.data()) + _t8 * _t4 : _t10;
+            double* _d_w = _t7 ? (_t11.data()) + _t8 * _t5 : _t12;
+            for (long _t13 = torchclad::par_begin(_t8, _t1, _t6); _t13 < torchclad::par_begin(_t8 + 1, _t1, _t6); ++_t13) {
+                int b = static_cast<int>(_t13);
+                for (long _t2 = 0; _t2 < (long)C; ++_t2) {
+                    _d_inp[(long)C * (long)b + _t2] = 0;
+                }
                 double m = static_cast<double>(_t0[b]);
                 const double* x = inp + b * C;
                 double _d_m = double(0);
@@ -226,11 +229,11 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
                 }
             }
         }
-        if (_t6) {
-            torchclad::par_combine(_t9, _t8.data(), _t5, _t3);
+        if (_t7) {
+            torchclad::par_combine(_t10, _t9.data(), _t6, _t4);
         }
-        if (_t6) {
-            torchclad::par_combine(_t11, _t10.data(), _t5, _t4);
+        if (_t7) {
+            torchclad::par_combine(_t12, _t11.data(), _t6, _t5);
         }
     }
 }

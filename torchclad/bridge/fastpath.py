@@ -162,14 +162,15 @@ def _assign_address(lib: KernelLibrary, name: str, scalar: str) -> int:
 
 
 def _assign_extents(k: Any, params: list) -> list:
-    """Per adjoint, the parameter whose value is the number of elements the assigning sweep
-    writes (a generated elementwise sweep: ``Derivative.assign_extents``), -2 when it adds
-    into that adjoint (a generated sweep that only reads its seeds: zero-filled), -1 when it
-    writes them all (a custom ``f_pullback_assign``) or is not an input's. The C++ backward
-    zero-fills an input adjoint whose buffer has another size."""
+    """Per adjoint, the parameters whose product is the number of elements the assigning sweep
+    writes (a generated sweep: ``Derivative.assign_extents``, ``N`` or ``N*C``), ``[-2]`` when
+    it adds into that adjoint (a generated sweep that only reads its seeds: zero-filled),
+    ``[]`` when it writes them all (a custom ``f_pullback_assign``) or is not an input's. The
+    C++ backward zero-fills an input adjoint whose buffer has another size, and takes the
+    accumulating sweep for one smaller than that."""
     ext = dict(getattr(k.sig, "assign_extents", ()) or ())
-    return [(params.index(k.by_name[ext[w]]) if ext[w] else -2) if w in ext else -1
-            for w in k.adjoints]
+    return [([params.index(k.by_name[n]) for n in ext[w].split("*")] if ext[w] else [-2])
+            if w in ext else [] for w in k.adjoints]
 
 
 def _assign_copies(k: Any) -> list:

@@ -72,11 +72,13 @@ class Derivative:
     second_mask: tuple = ()
     # The assigning sweep (kind "reverse_sweep_assign") of a generated kernel: it never writes
     # a seed (the caller passes the grads uncopied), and per input adjoint
-    # ((input adjoint, size parameter), ...): it writes every element of that adjoint when the
-    # buffer has as many elements as the size parameter's value (an elementwise kernel,
-    # engine/reverse/assign.py; else the caller zeroes it), or, with "" for the size
-    # parameter, adds into it like the sweep (the caller zeroes it; engine/analysis/outputs.py).
-    # Empty for a custom f_pullback_assign, which writes every element.
+    # ((input adjoint, size), ...): it writes every element of that adjoint when the buffer has
+    # as many elements as the size says -- a size parameter (an elementwise kernel,
+    # engine/reverse/assign.py) or a product of them, "N*C" (rows each iteration owns and
+    # zeroes, engine/reverse/rows.py); the caller zeroes a buffer of another size, and must
+    # not pass a smaller one -- or, with "" for the size, adds into it like the sweep (the
+    # caller zeroes it; engine/analysis/outputs.py). Empty for a custom f_pullback_assign,
+    # which writes every element.
     assign_extents: tuple = ()
     # The int parameters that must be >= 0 when the assigning sweep runs (its proof assumes
     # so); with a negative one the caller runs the accumulating sweep.

@@ -184,7 +184,7 @@ class Engine:
             tangents=tuple(src[fn.params[i].uid] for i in fwd.mask) if fwd else (),
             darg=fwd.darg if fwd else None, second_mask=second.mask if second else (),
             outputs=tuple(src[p.uid] for p in outputs),
-            assign_extents=tuple((src[a], src[n] if n is not None else "") for a, n in extents),
+            assign_extents=tuple((src[a], _extent_names(n, src)) for a, n in extents),
             assign_nonneg=tuple(src[u] for u in nonneg),
             assign_copies=tuple((src[a], src[o]) for a, o in copies))
 
@@ -236,3 +236,13 @@ class Engine:
 def differentiate(source: str, name: str, wrt=None, *, filename: str = "kernel.cpp",
                   options: Options | None = None, modes=("reverse",)) -> Derivative:
     return Engine(source, filename, options).derive(name, wrt, modes)
+
+
+def _extent_names(n, src: dict) -> str:
+    """An assigning sweep's extent in source names: a size parameter, the product of several
+    (`N*C`: rows an iteration owns, reverse/rows.py), or "" (it adds into the adjoint)."""
+    if n is None:
+        return ""
+    if isinstance(n, tuple):
+        return "*".join(src[u] for u in n)
+    return src[n]

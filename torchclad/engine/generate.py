@@ -25,6 +25,7 @@ from .opt.unswitch import unswitch
 from .plan import Node
 from .reverse.assemble import Assembler
 from .reverse.assign import elementwise_assign
+from .reverse import rows as rows_mod
 
 TAPE_TYPE = ir.Type("torchclad::Tape")
 TAPE_PARAM = (ir.Type("torchclad::Tape&"), names.TAPE)
@@ -159,24 +160,30 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
                      nonneg, tuple(copies.items()))
 
 
-def split_sweep(node: Node, groups: list, promote,
-                read_only: frozenset = frozenset()) -> "tuple[list, list]":
+def split_sweep(node: Node, groups: list, promote, read_only: frozenset = frozenset(),
+                rows: dict | None = None) -> "tuple[list, list]":
     """The body of the split-mode reverse sweep, assembled and optimised, and the assembler's
-    notes; read_only: seeds whose resets are left out (read_only_sweep)."""
+    notes; read_only: seeds whose resets are left out (read_only_sweep); rows: when given,
+    receives the rows.Row of each input adjoint the sweep zeroes row by row itself."""
     an = node.analysis
     rv = an.reverse
-    asm = Assembler(rv, an.split, split=True, overlaps=groups, read_only=read_only)
+    asm = Assembler(rv, an.split, split=True, overlaps=groups, read_only=read_only,
+                    owned_rows=rows is not None)
     body = disjoint_flags(rv, an.split) + promote(unswitch(dead_resets(dead_code(cse_calls(
         asm.rev_block(an.fn.body, (), top=True))))))
+    if rows is not None:
+        rows.update(asm.rows)
     return body, asm.notes
 
 
 def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
-    """(body, {input adjoint uid: None}, nonneg uids) of the sweep that never writes a seed,
-    for a kernel whose outputs are written at most once per element and never read
+    """(body, {input adjoint uid: extent}, nonneg uids) of the sweep that never writes a
+    seed, for a kernel whose outputs are written at most once per element and never read
     (analysis/outputs.py): the sweep assembled again without the seed resets, optimised
-    alike. Its input adjoints are accumulated into, as in the sweep (extent None: the caller
-    zeroes them); only the grads go in uncopied. None when the proof fails."""
+    alike. It adds into its input adjoints as the sweep does (extent None: the caller zeroes
+    them), except those whose rows each iteration owns and zeroes itself (reverse/rows.py;
+    extent: the parameter uids whose product is the number of elements so written). None
+    when the proof fails."""
     an = node.analysis
     rv = an.reverse
     index = {p.uid: k for k, p in enumerate(an.fn.params)}
@@ -189,14 +196,24 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     if nonneg is None:
         return None
     read_only = frozenset(rv.adj_names[p.uid] for p in seeds)
-    body, _ = split_sweep(node, groups, promote, read_only)   # its notes are the sweep's
+    rows: dict = {}
+    body, _ = split_sweep(node, groups, promote, read_only, rows)  # its notes are the sweep's
+    if any(not rows_mod.placed(body, root, row.marker) for root, row in rows.items()):
+        rows = {}                        # a pass moved a zeroing loop: zero-fill instead
+        body, _ = split_sweep(node, groups, promote, read_only)
     for s in body:
         for x in ir.walk_stmts(s):
             if isinstance(x, ir.Assign) and not isinstance(x.target, ir.Var):
                 r = ir.root_var(x.target)
                 if r is None or r.name in read_only:
                     return None          # still writes a seed (or memory it cannot name)
-    return body, {p.uid: None for p in inputs}, tuple(sorted(nonneg))
+    ext = {p.uid: None for p in inputs}
+    for p in inputs:
+        row = rows.get(rv.adj_names[p.uid])
+        if row is not None:
+            ext[p.uid] = row.extent
+            nonneg = nonneg | set(row.nonneg)
+    return body, ext, tuple(sorted(nonneg))
 
 
 def disjoint_flags(rv, rec) -> list:

@@ -42,7 +42,7 @@ class Signature:
     restores: bool = True
     # the generated entry points (Derivative.kinds); the reverse mode's when not recorded
     kinds: tuple = REVERSE_KINDS
-    # the assigning sweep's ((input adjoint, size parameter), ...): Derivative.assign_extents
+    # the assigning sweep's ((input adjoint, size: "N", "N*C" or ""), ...): Derivative.assign_extents
     assign_extents: tuple = ()
     # the int parameters that must be >= 0 for it: Derivative.assign_nonneg
     assign_nonneg: tuple = ()

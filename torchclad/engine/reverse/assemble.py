@@ -24,13 +24,17 @@ from .transform import TAPE, ULONG, Reverse, inverse, template_args
 
 class Assembler:
     def __init__(self, rv: Reverse, rec: Recording, split: bool, overlaps: list = (),
-                 read_only: frozenset = frozenset()):
+                 read_only: frozenset = frozenset(), owned_rows: bool = False):
         self.rv = rv
         self.rec = rec
         self.split = split
         self.overlaps = list(overlaps)  # sets of adjoint names whose memory may overlap
         # seeds whose resets are dead (analysis/outputs.py): the sweep only reads them
         self.read_only = read_only
+        # the assigning sweep: zero the rows of input adjoints an iteration owns (rows.py);
+        # rows: adjoint name -> rows.Row, as placed
+        self.owned_rows = owned_rows
+        self.rows: dict = {}
         self.names = Names({})
         self.rev_cache: dict = {}
         self.notes: list = []       # (loc, text): pragmas not kept, loops left serial

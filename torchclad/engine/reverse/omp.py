@@ -42,7 +42,7 @@ from .. import ir, names
 from ..analysis.affine import key
 from ..opt import fission
 from ..opt.loop_order import pointer_groups
-from . import parallel, slots as slot_mod
+from . import parallel, rows as rows_mod, slots as slot_mod
 from .chunks import chunked, product, rebuild, spell_or_empty, trip_decls
 from .transform import TAPE
 
@@ -278,6 +278,8 @@ def _whole(asm, nt: Nest, body: list) -> list:
         decls.append(ir.Decl(rec, ir.Raw("torchclad::IterRecords::load({0})", RECORDS, (TAPE,),
                                          assigns=True)))
     plan, width, refusal = _plan(asm, nt, body)
+    if asm.owned_rows and plan is not None and width == 1:
+        body = _zero_rows(asm, nt, body, plan) + body
     if rec is not None:
         shadow = ir.Decl(ir.Var(names.TAPE, TAPE_REF, 0),
                          ir.Raw("{0}.replay({1})", TAPE_REF,
@@ -293,6 +295,16 @@ def _whole(asm, nt: Nest, body: list) -> list:
     else:
         nest_loop = rebuild(nt.levels, body, _pragma(nt, width, plan))
     return [ir.Block(tuple(decls + [nest_loop]), outer.loc)] if decls else [nest_loop]
+
+
+def _zero_rows(asm, nt: Nest, body: list, plan) -> list:
+    """The loops zeroing the rows of the input adjoints an iteration owns (rows.py), for the
+    assigning sweep; noted in asm.rows."""
+    got = rows_mod.owned(asm, body, _levels(nt), _outer_defs(asm, nt.levels[0][1]),
+                         _primal_of(asm), plan.private)
+    for root, (row, _) in got.items():
+        asm.rows[root] = row
+    return [zero for _, zero in got.values()]
 
 
 def _distributed(asm, nt: Nest, body: list) -> "tuple | None":
@@ -374,7 +386,3 @@ def _pragma(nt: Nest, width: int, plan) -> str:
         words += f" if({' && '.join(conds)})"
     return words
 
-
-def _spell(e) -> str:
-    from ..emit.cpp import spell
-    return spell(e) if e is not None else ""

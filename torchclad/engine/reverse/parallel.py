@@ -314,6 +314,16 @@ def _line(s) -> str:
     return f" (line {loc.line})" if loc is not None and loc.line else ""
 
 
+def scan(body, levels, outer_defs: dict, primal_of: dict) -> "_Scan | None":
+    """The coordinates and adjoint accesses of the reverse of one iteration (`space`,
+    `accesses`: root, target, how, alias), as `analyse` reads them; None where it refuses the
+    body's form. For rows.py."""
+    try:
+        return _Scan(body, levels, outer_defs, primal_of)
+    except _Serial:
+        return None
+
+
 def analyse(body, levels, iters: set, outer_defs: dict, primal_of: dict) -> "Plan | Refusal":
     """body: the reverse of one iteration; levels: the nest (outer first); iters: uids of the
     counters that run in parallel; outer_defs: uid -> initializer of integer and pointer

@@ -1,0 +1,183 @@
+"""Rows an iteration owns (engine/reverse/rows.py): the assigning sweep zeroes them itself.
+
+Where each iteration n of a parallel reverse loop touches an input adjoint only within its
+row [sigma * n, sigma * n + sigma), the assigning sweep zeroes that row at the start of the
+iteration and the C++ backward passes an uninitialised buffer (no zero fill) when the buffer
+has exactly N * sigma elements (extent "N*C"), a zero-filled one when it has more.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import torchclad
+from torchclad import engine as ad
+from torchclad.bridge import op as ops
+
+ROWNORM = r"""
+#include <cmath>
+void rownorm(double* out, const double* x, const double* w, int m, int n) {
+    #pragma omp parallel for
+    for (int r = 0; r < m; r++) {
+        const double* xr = x + r * n;
+        double s = 0;
+        for (int i = 0; i < n; i++) s += xr[i] * xr[i];
+        double k = 1.0 / std::sqrt(s / n + 1e-5);
+        for (int i = 0; i < n; i++) out[r * n + i] = xr[i] * k * w[i];
+    }
+}
+"""
+
+ZERO_ROW = re.compile(r"for \(long (_t\d+) = 0; \1 < [^;]*; \+\+\1\) \{\n\s*_d_x\[[^;]*\] = 0;")
+
+
+def test_engine_zeroes_owned_rows_in_the_assigning_sweep_only():
+    d = ad.differentiate(ROWNORM, "rownorm", ["x", "w"])
+    assert d.assign_extents == (("x", "m*n"), ("w", ""))
+    assert set(d.assign_nonneg) >= {"m", "n"}
+    f = dict(d.functions)
+    assert len(ZERO_ROW.findall(f["rownorm_reverse_sweep_assign"])) == 1
+    # the accumulating sweep keeps Clad's contract: it adds into what the caller zeroed
+    assert not ZERO_ROW.search(f["rownorm_reverse_sweep"])
+
+
+def _rows(body: str, params: str = "int m, int n, int p") -> str:
+    return ("void f(double* out, const double* x, " + params + ") {\n" + body + "\n}\n")
+
+
+OWNED = {
+    "row": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
+           "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[r * n + i];",
+    # the row's last element is never read: its gradient is zero, and zeroed with the row
+    "short_read": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
+                  "for (int i = 0; i < n - 1; i++) out[r * n + i] = 2.0 * x[r * n + i];",
+}
+
+NOT_OWNED = {
+    # no parallel loop: nothing proves the rows disjoint
+    "serial": "for (int r = 0; r < m; r++) for (int i = 0; i < n; i++) "
+              "out[r * n + i] = x[r * n + i];",
+    # rows of n read every p: within a row only when p >= n, which nothing shows
+    "padded": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
+              "for (int i = 0; i < n; i++) out[r * n + i] = x[r * p + i];",
+    # the next row read too: two iterations touch one element
+    "neighbour": "#pragma omp parallel for\n for (int r = 0; r < m - 1; r++) "
+                 "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[(r + 1) * n + i];",
+    # the parallel loop runs once per outer iteration: a row zeroed twice would lose the sum
+    "nested": "for (int k = 0; k < p; k++) {\n#pragma omp parallel for\n"
+              " for (int r = 0; r < m; r++) for (int i = 0; i < n; i++) "
+              "out[(k * m + r) * n + i] = x[r * n + i];\n}",
+    # two parallel counters
+    "collapse": "#pragma omp parallel for collapse(2)\n for (int r = 0; r < m; r++) "
+                "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[r * n + i];",
+    # every other row
+    "step": "#pragma omp parallel for\n for (int r = 0; r < m; r += 2) "
+            "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i];",
+    # from row 1: the rows zeroed would not start the buffer
+    "from_one": "#pragma omp parallel for\n for (int r = 1; r < m; r++) "
+                "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i];",
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWNED))
+def test_rows_proved_owned(case):
+    d = ad.differentiate(_rows(OWNED[case]), "f", "x")
+    assert d.assign_extents == (("x", "m*n"),), dict(d.functions)["f_reverse_sweep_assign"]
+
+
+@pytest.mark.parametrize("case", sorted(NOT_OWNED))
+def test_no_zeroing_where_a_row_is_not_shown_owned(case):
+    d = ad.differentiate(_rows(NOT_OWNED[case]), "f", "x")
+    assert d.assign_extents in ((), (("x", ""),))
+    assert not ZERO_ROW.search(dict(d.functions).get("f_reverse_sweep_assign", ""))
+
+
+def _rownorm(rows_of=lambda x: x.shape[0]):
+    return torchclad.function(ROWNORM, "rownorm", inputs=["x", "w"],
+                              outputs={"out": lambda x, w: (x.numel(),)},
+                              sizes={"m": lambda x, w: rows_of(x),
+                                     "n": lambda x, w: x.shape[1]})
+
+
+def _reference(x, w, g, m):
+    x = x.detach().clone().requires_grad_(True)
+    w = w.detach().clone().requires_grad_(True)
+    xm = x[:m]
+    out = xm * torch.rsqrt((xm * xm).mean(-1, keepdim=True) + 1e-5) * w
+    out.reshape(-1).backward(g[:m * x.shape[1]])
+    return x.grad, w.grad
+
+
+def test_user_kernel_takes_it_and_matches_torch_after_backward():
+    f = _rownorm()
+    kop = ops.kernel_op(f)
+    assert kop.fast is not None, "torchclad._C_dispatch is not built (make install builds it)"
+    before = kop.fast.stats()["assigning_sweep"]
+    for k in range(4):   # heap-sized, recycled buffers: a row left unzeroed would show
+        x = torch.randn(48, 70, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(70, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(48 * 70, dtype=torch.float64) * (k + 1)
+        keep = g.clone()
+        f(x, w).backward(g)
+        assert torch.equal(g, keep)
+        gx, gw = _reference(x, w, g, 48)
+        torch.testing.assert_close(x.grad, gx, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(w.grad, gw, rtol=1e-12, atol=1e-12)
+    assert kop.fast.stats()["assigning_sweep"] - before == 4
+    x = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (x, w))
+
+
+def test_rows_beyond_the_extent_come_out_zero():
+    """m = rows - 1: the sweep zeroes and fills m rows; the bridge zero-fills the buffer (it
+    has more elements than m * n), so the last row's gradient is 0, not garbage."""
+    f = _rownorm(lambda x: x.shape[0] - 1)
+    kop = ops.kernel_op(f)
+    before = kop.fast.stats()["assigning_sweep"]
+    for _ in range(3):
+        x = torch.randn(40, 64, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(64, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(40 * 64, dtype=torch.float64) + 3
+        f(x, w).backward(g)
+        gx, gw = _reference(x, w, g, 39)
+        torch.testing.assert_close(x.grad[:39], gx[:39], rtol=1e-12, atol=1e-12)
+        assert torch.equal(x.grad[39], torch.zeros(64, dtype=torch.float64))
+        torch.testing.assert_close(w.grad, gw, rtol=1e-12, atol=1e-12)
+    assert kop.fast.stats()["assigning_sweep"] - before == 3
+
+
+def test_short_rows_leave_the_unread_element_zero():
+    src = _rows(OWNED["short_read"])
+    f = torchclad.function(src, "f", inputs=["x"], outputs={"out": lambda x: (x.numel(),)},
+                           sizes={"m": lambda x: x.shape[0], "n": lambda x: x.shape[1],
+                                  "p": lambda x: 0})
+    for _ in range(3):
+        x = torch.randn(33, 50, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(33 * 50, dtype=torch.float64) - 2
+        f(x).backward(g)
+        want = 2.0 * g.reshape(33, 50)
+        want[:, -1] = 0
+        assert torch.equal(x.grad, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_same_bits_at_any_thread_count(threads):
+    torch.manual_seed(3)
+    x = torch.randn(64, 96, dtype=torch.float64)
+    w = torch.randn(96, dtype=torch.float64)
+    g = torch.randn(64 * 96, dtype=torch.float64)
+    f = _rownorm()
+    saved = torch.get_num_threads()
+    try:
+        grads = []
+        for t in (1, threads):
+            torch.set_num_threads(t)
+            a, b = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+            f(a, b).backward(g)
+            grads.append((a.grad, b.grad))
+    finally:
+        torch.set_num_threads(saved)
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])

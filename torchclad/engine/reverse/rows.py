@@ -1,0 +1,197 @@
+"""Rows an iteration owns: the assigning sweep zeroes them itself.
+
+The sweep adds into its input adjoints, so the caller zero-fills them first: for a layernorm
+over N rows of C values, a pass over N * C elements of d inp before the sweep starts (a
+third of the backward's time at one thread). When every iteration n of a parallel reverse
+loop touches d inp only within its own row, the elements [sigma * n, sigma * n + sigma),
+the assigning sweep (generate.read_only_sweep) zeroes that row itself at the start of the
+iteration, where the row then stays in cache for the additions that follow:
+
+    for (long _t9 = 0; _t9 < (long)C; ++_t9) _d_inp[(long)C * n + _t9] = 0;
+
+Over the iterations n = 0 .. N-1 those rows are the whole of [0, N * sigma): a buffer of
+that many elements needs no zero fill (`extent`: N * sigma, a product of int parameters;
+the caller compares it with the buffer's size, see Derivative.assign_extents).
+
+Proved on the reverse of one iteration (parallel.py's scan), for an input adjoint that
+parallel.py found private to an iteration (no two iterations touch one element):
+
+- the nest is one loop over n, from 0 in steps of 1;
+- each access is `sigma * n + r`, with one loop-invariant sigma for all of them and r free
+  of n, and 0 <= r <= sigma - 1 over the ranges of the loops inside the iteration;
+- sigma and the trip count are products of int parameters (which the caller checks are
+  >= 0; `nonneg`), with no parameter as a divisor.
+
+`placed` then checks the finished sweep, after every pass that moves statements: the zeroing
+loop is still at the top level of the body of the loop over n (inside the chunk loop of
+partial sums at most, chunks.py), and every mention of the adjoint follows it there.
+Anything else: the caller assembles the sweep again without zeroing, and zero-fills.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import ir, names
+from ..analysis.affine import key
+from ..analysis.bounds import add, const, frozen, mul
+from . import parallel
+
+
+@dataclass(frozen=True)
+class Row:
+    """An input adjoint an iteration owns a row of: the loop zeroing it (marked by its
+    counter's name), the parameters whose product is the adjoint's extent, and those the
+    proof assumes non-negative."""
+    marker: str
+    extent: tuple        # parameter uids, their product the number of elements
+    nonneg: tuple        # parameter uids
+
+
+def owned(asm, body: list, levels: list, defs: dict, primal_of: dict, private) -> dict:
+    """{adjoint name: (Row, the zeroing loop)} for the input adjoints among `private` (roots
+    parallel.py found private to an iteration) whose rows the proof above shows owned."""
+    if len(levels) != 1 or levels[0].step != 1:
+        return {}
+    scan = parallel.scan(body, levels, defs, primal_of)
+    if scan is None:
+        return {}
+    sp = scan.space
+    n = levels[0]
+    if sp.poly(n.first) != {}:
+        return {}
+    trips = sp.poly(ir.Binary("+", n.last, ir.Const("1", ir.INT), ir.INT))
+    params = {p.uid for p in asm.rv.fn.params}
+    seeds = set(asm.read_only)
+    inputs = {name for uid, name in asm.rv.adj_names.items() if uid in params} - seeds
+    out = {}
+    for root in sorted(set(private) & inputs):
+        accs = [a for a in scan.accesses if a.root == root]
+        got = _row(sp, accs, key(n.var), trips, params)
+        if got is None:
+            continue
+        sigma, extent, nonneg = got
+        var = next((ir.root_var(a.target) for a in accs
+                    if ir.root_var(a.target) is not None and
+                    ir.root_var(a.target).name == root), None)
+        if var is None:
+            continue             # reached only through pointers into it
+        z = asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
+        s = sp.to_expr(sigma)
+        at = ir.Binary("+", ir.Binary("*", s, ir.Cast(n.var, ir.LONG, "c"), ir.LONG), z,
+                       ir.LONG)
+        zero = ir.Loop((ir.Decl(z, ir.Const("0", ir.LONG)),),
+                       ir.Binary("<", z, s, ir.BOOL),
+                       (ir.Assign("+=", z, ir.Const("1", ir.LONG)),),
+                       ir.Block((ir.Assign("=", ir.Index(var, at, var.type.element()),
+                                           ir.Const("0", var.type.element())),)))
+        out[root] = (Row(z.name, extent, nonneg), zero)
+    return out
+
+
+def _row(sp, accs: list, n, trips, params: set) -> "tuple | None":
+    """(sigma, extent parameter uids, non-negative parameter uids) when every access in accs
+    lies in row n of width sigma (see the module docstring), else None."""
+    if not accs or trips is None:
+        return None
+    cn = ("c", n)
+    sigma = None
+    sp.used.clear()
+    for a in accs:
+        sp.alias = a.alias
+        el = sp.element(a.target)
+        sp.alias = {}
+        if el is None:
+            return None
+        p = el[1]
+        s, r = {}, {}
+        for m, c in p.items():
+            k = m.count(cn)
+            if k > 1:
+                return None
+            if k == 1:
+                rest = list(m)
+                rest.remove(cn)
+                s[tuple(rest)] = c
+            else:
+                r[m] = c
+        if not s or not sp.invariant(s) or n in sp.coords_in(r):
+            return None
+        if sigma is None:
+            sigma = s
+        elif frozen(s) != frozen(sigma):
+            return None
+        lo, hi = sp.bound(r, False), sp.bound(r, True)
+        if lo is None or hi is None or not sp.invariant(lo) or not sp.invariant(hi):
+            return None
+        if not sp.nonneg(lo) or not sp.nonneg(add(add(sigma, const(-1)), hi, -1)):
+            return None
+    extent = _monomial(mul(sigma, trips), sp, params)
+    if extent is None or sp.divisors:
+        return None
+    sp.require(sigma)
+    used = [sp.atoms[k].uid for k in sp.used if k in sp.atoms]
+    if any(u not in params for u in used):
+        return None
+    return sigma, extent, tuple(sorted(set(used) | set(extent)))
+
+
+def _monomial(p: dict, sp, params: set) -> "tuple | None":
+    """The parameter uids whose product p is (coefficient 1), else None."""
+    if len(p) != 1:
+        return None
+    (m, c), = p.items()
+    if c != 1 or not m or any(f[0] != "a" for f in m):
+        return None
+    uids = tuple(sp.atoms[f[1]].uid for f in m)
+    return uids if all(u in params for u in uids) else None
+
+
+def placed(body: list, root: str, marker: str) -> bool:
+    """Whether, in the finished sweep `body`, every mention of adjoint `root` follows a
+    zeroing loop marked `marker` at the top level of the body of the loop over the rows
+    (see the module docstring)."""
+    seen = [0, 0]            # mentions after a zeroing loop, zeroing loops found
+
+    def mentions(s) -> int:
+        return sum(1 for x in ir.walk_stmts(s) for e in ir.stmt_exprs(x)
+                   for y in ir.walk_expr(e) if isinstance(y, ir.Var) and y.name == root)
+
+    def visit(stmts, loops: tuple) -> bool:
+        for k, s in enumerate(stmts):
+            if _is_zeroing(s, marker):
+                if not loops or not _rows_loop(loops) or \
+                        any(mentions(x) for x in stmts[:k]):
+                    return False
+                seen[0] += sum(mentions(x) for x in stmts[k:])
+                seen[1] += 1
+                return True
+            if isinstance(s, ir.Loop):
+                if not visit(s.body.stmts, loops + (s,)):
+                    return False
+            elif isinstance(s, ir.Block):
+                if not visit(s.stmts, loops):
+                    return False
+            elif isinstance(s, ir.If):
+                if not visit(s.then.stmts, loops) or not visit(s.other.stmts, loops):
+                    return False
+        return True
+
+    if not visit(body, ()):
+        return False
+    return seen[1] > 0 and seen[0] == sum(mentions(s) for s in body)
+
+
+def _is_zeroing(s, marker: str) -> bool:
+    return isinstance(s, ir.Loop) and len(s.init) == 1 and isinstance(s.init[0], ir.Decl) \
+        and s.init[0].var.name == marker
+
+
+def _rows_loop(loops: tuple) -> bool:
+    """The zeroing loop sits directly in the loop over the rows: no loop around it but that
+    one and, for partial sums, the chunk loop whose inner loop runs from `par_begin`."""
+    if len(loops) == 1:
+        return True
+    inner = loops[-1]
+    return len(loops) == 2 and len(inner.init) == 1 and isinstance(inner.init[0], ir.Decl) \
+        and isinstance(inner.init[0].init, ir.Call) \
+        and ir.call_name(inner.init[0].init.fn) == "torchclad::par_begin"
