@@ -75,6 +75,9 @@ NOT_OWNED = {
     # every other row
     "step": "#pragma omp parallel for\n for (int r = 0; r < m; r += 2) "
             "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i];",
+    # an index through a parameter divisor: left out (see rows._row)
+    "divisor": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
+               "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + (i + 1) % n];",
     # from row 1: the rows zeroed would not start the buffer
     "from_one": "#pragma omp parallel for\n for (int r = 1; r < m; r++) "
                 "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i];",

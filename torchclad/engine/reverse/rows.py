@@ -126,6 +126,10 @@ def _row(sp, accs: list, n, trips, params: set) -> "tuple | None":
         if not sp.nonneg(lo) or not sp.nonneg(add(add(sigma, const(-1)), hi, -1)):
             return None
     extent = _monomial(mul(sigma, trips), sp, params)
+    # A parameter divisor would be safe to allow (the forward divided by it in the same
+    # iteration), but the one built-in it admits, cross-entropy (`% C`, rows of 50304 logits),
+    # measured a 2-5% slower backward at one thread with its rows zeroed in the sweep than
+    # with the buffer zero-filled first, so the rule stays narrow.
     if extent is None or sp.divisors:
         return None
     sp.require(sigma)
