@@ -50,6 +50,9 @@ def _rows(body: str, params: str = "int m, int n, int p") -> str:
 OWNED = {
     "row": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
            "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[r * n + i];",
+    # collapse(2): iteration (r, i) is number r * n + i, its row one element wide
+    "collapse": "#pragma omp parallel for collapse(2)\n for (int r = 0; r < m; r++) "
+                "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[r * n + i];",
     # the row's last element is never read: its gradient is zero, and zeroed with the row
     "short_read": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
                   "for (int i = 0; i < n - 1; i++) out[r * n + i] = 2.0 * x[r * n + i];",
@@ -62,6 +65,9 @@ NOT_OWNED = {
     # rows of n read every p: within a row only when p >= n, which nothing shows
     "padded": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
               "for (int i = 0; i < n; i++) out[r * n + i] = x[r * p + i];",
+    # collapse(2) with rows in the other order (column r of row i): not sigma times r * n + i
+    "collapse_transposed": "#pragma omp parallel for collapse(2)\n for (int r = 0; r < m; r++) "
+                           "for (int i = 0; i < n; i++) out[r * n + i] = x[i * m + r];",
     # the next row read too: two iterations touch one element
     "neighbour": "#pragma omp parallel for\n for (int r = 0; r < m - 1; r++) "
                  "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[(r + 1) * n + i];",
@@ -69,9 +75,6 @@ NOT_OWNED = {
     "nested": "for (int k = 0; k < p; k++) {\n#pragma omp parallel for\n"
               " for (int r = 0; r < m; r++) for (int i = 0; i < n; i++) "
               "out[(k * m + r) * n + i] = x[r * n + i];\n}",
-    # two parallel counters
-    "collapse": "#pragma omp parallel for collapse(2)\n for (int r = 0; r < m; r++) "
-                "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i] * x[r * n + i];",
     # every other row
     "step": "#pragma omp parallel for\n for (int r = 0; r < m; r += 2) "
             "for (int i = 0; i < n; i++) out[r * n + i] = x[r * n + i];",
@@ -184,3 +187,82 @@ def test_same_bits_at_any_thread_count(threads):
     finally:
         torch.set_num_threads(saved)
     assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+# llm.c's layout: a collapse(2) nest over (b, t), a row of C channels each
+BT_ROWS = r"""
+void scale_rows(double* out, const double* inp, int B, int T, int C) {
+    #pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            const double* x = inp + b * T * C + t * C;
+            double* o = out + b * T * C + t * C;
+            double s = 0;
+            for (int i = 0; i < C; i++) s += x[i] * x[i];
+            for (int i = 0; i < C; i++) o[i] = x[i] * s;
+        }
+    }
+}
+"""
+
+
+def test_collapsed_rows_are_owned_and_match_torch():
+    d = ad.differentiate(BT_ROWS, "scale_rows", "inp")
+    assert d.assign_extents == (("inp", "B*T*C"),)
+    f = torchclad.function(BT_ROWS, "scale_rows", inputs=["inp"],
+                           outputs={"out": lambda x: (x.numel(),)},
+                           sizes={"B": lambda x: x.shape[0], "T": lambda x: x.shape[1],
+                                  "C": lambda x: x.shape[2]})
+    kop = ops.kernel_op(f)
+    before = kop.fast.stats()["assigning_sweep"]
+    for _ in range(3):
+        x = torch.randn(5, 12, 40, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(5 * 12 * 40, dtype=torch.float64)
+        f(x).backward(g)
+        r = x.detach().clone().requires_grad_(True)
+        (r * (r * r).sum(-1, keepdim=True)).reshape(-1).backward(g)
+        torch.testing.assert_close(x.grad, r.grad, rtol=1e-12, atol=1e-12)
+    assert kop.fast.stats()["assigning_sweep"] - before == 3
+
+
+# ---- the placement check after the passes (rows.placed), on small IR bodies
+
+def _ir_rows(before_zero=(), zero_first=True, outer=False):
+    from torchclad.engine import ir
+    from torchclad.engine.reverse import rows
+    P = ir.Type("double", 1, real=True)
+    d, n, z = ir.Var("_d_x", P, 0), ir.Var("n", ir.INT, 7), ir.Var("_t9", ir.LONG, 0)
+    one = lambda v: ir.Assign("+=", v, ir.Const("1", v.type))
+    below = lambda v, k: ir.Binary("<", v, ir.Const(k, v.type), ir.BOOL)
+    zero = ir.Loop((ir.Decl(z, ir.Const("0", ir.LONG)),), below(z, "4"), (one(z),),
+                   ir.Block((ir.Assign("=", ir.Index(d, z, ir.DOUBLE),
+                                       ir.Const("0", ir.DOUBLE)),)))
+    add = ir.Assign("+=", ir.Index(d, n, ir.DOUBLE), ir.Const("1", ir.DOUBLE))
+    stmts = list(before_zero) + ([zero, add] if zero_first else [add, zero])
+    loop = ir.Loop((ir.Decl(n, ir.Const("0", ir.INT)),), below(n, "8"), (one(n),),
+                   ir.Block(tuple(stmts)))
+    if outer:
+        k = ir.Var("k", ir.INT, 8)
+        loop = ir.Loop((ir.Decl(k, ir.Const("0", ir.INT)),), below(k, "2"), (one(k),),
+                       ir.Block((loop,)))
+    row = rows.Row("_t9", (), (), (7,), 1)
+    return rows.placed([loop], "_d_x", row), add
+
+
+def test_placement_check_accepts_a_zeroing_loop_heading_the_row_loop():
+    assert _ir_rows()[0]
+
+
+def test_placement_check_refuses_what_a_pass_could_have_moved():
+    _, add = _ir_rows()
+    assert not _ir_rows(zero_first=False)[0]        # an addition before the zeroing
+    assert not _ir_rows(before_zero=[add])[0]        # likewise, earlier in the body
+    assert not _ir_rows(outer=True)[0]               # the row loop inside another loop
+
+
+def test_a_misplaced_zeroing_falls_back_to_the_zero_filled_variant(monkeypatch):
+    from torchclad.engine.reverse import rows
+    monkeypatch.setattr(rows, "placed", lambda body, root, row: False)
+    d = ad.differentiate(ROWNORM, "rownorm", ["x", "w"])
+    assert d.assign_extents == (("x", ""), ("w", ""))
+    assert not ZERO_ROW.search(dict(d.functions)["rownorm_reverse_sweep_assign"])

@@ -198,7 +198,7 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     read_only = frozenset(rv.adj_names[p.uid] for p in seeds)
     rows: dict = {}
     body, _ = split_sweep(node, groups, promote, read_only, rows)  # its notes are the sweep's
-    if any(not rows_mod.placed(body, root, row.marker) for root, row in rows.items()):
+    if any(not rows_mod.placed(body, root, row) for root, row in rows.items()):
         rows = {}                        # a pass moved a zeroing loop: zero-fill instead
         body, _ = split_sweep(node, groups, promote, read_only)
     for s in body:

@@ -278,8 +278,8 @@ def _whole(asm, nt: Nest, body: list) -> list:
         decls.append(ir.Decl(rec, ir.Raw("torchclad::IterRecords::load({0})", RECORDS, (TAPE,),
                                          assigns=True)))
     plan, width, refusal = _plan(asm, nt, body)
-    if asm.owned_rows and plan is not None and width == 1:
-        body = _zero_rows(asm, nt, body, plan) + body
+    if asm.owned_rows and plan is not None:
+        body = _zero_rows(asm, nt, body, plan, width) + body
     if rec is not None:
         shadow = ir.Decl(ir.Var(names.TAPE, TAPE_REF, 0),
                          ir.Raw("{0}.replay({1})", TAPE_REF,
@@ -297,10 +297,10 @@ def _whole(asm, nt: Nest, body: list) -> list:
     return [ir.Block(tuple(decls + [nest_loop]), outer.loc)] if decls else [nest_loop]
 
 
-def _zero_rows(asm, nt: Nest, body: list, plan) -> list:
+def _zero_rows(asm, nt: Nest, body: list, plan, width: int) -> list:
     """The loops zeroing the rows of the input adjoints an iteration owns (rows.py), for the
     assigning sweep; noted in asm.rows."""
-    got = rows_mod.owned(asm, body, _levels(nt), _outer_defs(asm, nt.levels[0][1]),
+    got = rows_mod.owned(asm, body, _levels(nt), width, _outer_defs(asm, nt.levels[0][1]),
                          _primal_of(asm), plan.private)
     for root, (row, _) in got.items():
         asm.rows[root] = row

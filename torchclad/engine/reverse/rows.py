@@ -16,15 +16,19 @@ the caller compares it with the buffer's size, see Derivative.assign_extents).
 Proved on the reverse of one iteration (parallel.py's scan), for an input adjoint that
 parallel.py found private to an iteration (no two iterations touch one element):
 
-- the nest is one loop over n, from 0 in steps of 1;
+- the nest's loops (one, or the n a `collapse(n)` covers) each run from 0 in steps of 1; n is
+  the iteration's number, row-major over them (`b * T + t` for `collapse(2)` over b < B and
+  t < T, each trip count an invariant);
 - each access is `sigma * n + r`, with one loop-invariant sigma for all of them and r free
-  of n, and 0 <= r <= sigma - 1 over the ranges of the loops inside the iteration;
+  of the nest's counters, and 0 <= r <= sigma - 1 over the ranges of the loops inside the
+  iteration;
 - sigma and the trip count are products of int parameters (which the caller checks are
   >= 0; `nonneg`), with no parameter as a divisor.
 
 `placed` then checks the finished sweep, after every pass that moves statements: the zeroing
-loop is still at the top level of the body of the loop over n (inside the chunk loop of
-partial sums at most, chunks.py), and every mention of the adjoint follows it there.
+loop is still at the top level of the body of the nest's innermost loop, with no loop around
+it but the nest's own (or the chunk loops of partial sums that stand for its parallel
+levels, chunks.py), and every mention of the adjoint follows it there.
 Anything else: the caller assembles the sweep again without zeroing, and zero-fills.
 """
 from __future__ import annotations
@@ -40,33 +44,49 @@ from . import parallel
 @dataclass(frozen=True)
 class Row:
     """An input adjoint an iteration owns a row of: the loop zeroing it (marked by its
-    counter's name), the parameters whose product is the adjoint's extent, and those the
-    proof assumes non-negative."""
+    counter's name), the parameters whose product is the adjoint's extent, those the proof
+    assumes non-negative, and the nest's counters (uids, outer first) with how many of them
+    run in parallel (for `placed`)."""
     marker: str
     extent: tuple        # parameter uids, their product the number of elements
     nonneg: tuple        # parameter uids
+    levels: tuple = ()
+    width: int = 1
 
 
-def owned(asm, body: list, levels: list, defs: dict, primal_of: dict, private) -> dict:
+def owned(asm, body: list, levels: list, width: int, defs: dict, primal_of: dict,
+          private) -> dict:
     """{adjoint name: (Row, the zeroing loop)} for the input adjoints among `private` (roots
-    parallel.py found private to an iteration) whose rows the proof above shows owned."""
-    if len(levels) != 1 or levels[0].step != 1:
+    parallel.py found private to an iteration) whose rows the proof above shows owned;
+    levels: the nest (parallel.Level, outer first), width: how many run in parallel."""
+    if any(lv.step != 1 for lv in levels):
         return {}
     scan = parallel.scan(body, levels, defs, primal_of)
     if scan is None:
         return {}
     sp = scan.space
-    n = levels[0]
-    if sp.poly(n.first) != {}:
-        return {}
-    trips = sp.poly(ir.Binary("+", n.last, ir.Const("1", ir.INT), ir.INT))
+    trips = []
+    for lv in levels:
+        if sp.poly(lv.first) != {}:
+            return {}
+        t = sp.poly(ir.Binary("+", lv.last, ir.Const("1", ir.INT), ir.INT))
+        if t is None or not sp.invariant(t):
+            return {}
+        trips.append(t)
+    # the iteration's number n = sum_j c_j * stride_j, stride_j the product of the trip
+    # counts of the levels inside level j
+    strides = [const(1)]
+    for t in reversed(trips[1:]):
+        strides.insert(0, mul(strides[0], t))
+    total = mul(strides[0], trips[0])
     params = {p.uid for p in asm.rv.fn.params}
     seeds = set(asm.read_only)
     inputs = {name for uid, name in asm.rv.adj_names.items() if uid in params} - seeds
+    counters = [key(lv.var) for lv in levels]
     out = {}
     for root in sorted(set(private) & inputs):
         accs = [a for a in scan.accesses if a.root == root]
-        got = _row(sp, accs, key(n.var), trips, params)
+        got = _row(sp, accs, counters, strides, total, params)
         if got is None:
             continue
         sigma, extent, nonneg = got
@@ -77,23 +97,30 @@ def owned(asm, body: list, levels: list, defs: dict, primal_of: dict, private) -
             continue             # reached only through pointers into it
         z = asm.names.fresh(names.SAVED_PREFIX, ir.LONG)
         s = sp.to_expr(sigma)
-        at = ir.Binary("+", ir.Binary("*", s, ir.Cast(n.var, ir.LONG, "c"), ir.LONG), z,
-                       ir.LONG)
+        n = None
+        for lv, st in zip(levels, strides):
+            term = ir.Cast(lv.var, ir.LONG, "c")
+            if st != const(1):
+                term = ir.Binary("*", sp.to_expr(st), term, ir.LONG)
+            n = term if n is None else ir.Binary("+", n, term, ir.LONG)
+        at = ir.Binary("+", ir.Binary("*", s, n, ir.LONG), z, ir.LONG)
         zero = ir.Loop((ir.Decl(z, ir.Const("0", ir.LONG)),),
                        ir.Binary("<", z, s, ir.BOOL),
                        (ir.Assign("+=", z, ir.Const("1", ir.LONG)),),
                        ir.Block((ir.Assign("=", ir.Index(var, at, var.type.element()),
                                            ir.Const("0", var.type.element())),)))
-        out[root] = (Row(z.name, extent, nonneg), zero)
+        row = Row(z.name, extent, nonneg, tuple(lv.var.uid for lv in levels), width)
+        out[root] = (row, zero)
     return out
 
 
-def _row(sp, accs: list, n, trips, params: set) -> "tuple | None":
+def _row(sp, accs: list, counters: list, strides: list, total, params: set
+         ) -> "tuple | None":
     """(sigma, extent parameter uids, non-negative parameter uids) when every access in accs
     lies in row n of width sigma (see the module docstring), else None."""
-    if not accs or trips is None:
+    if not accs:
         return None
-    cn = ("c", n)
+    cs = [("c", c) for c in counters]
     sigma = None
     sp.used.clear()
     for a in accs:
@@ -102,20 +129,23 @@ def _row(sp, accs: list, n, trips, params: set) -> "tuple | None":
         sp.alias = {}
         if el is None:
             return None
-        p = el[1]
-        s, r = {}, {}
-        for m, c in p.items():
-            k = m.count(cn)
-            if k > 1:
+        parts = [{} for _ in cs]
+        r = {}
+        for m, c in el[1].items():
+            hits = [j for j, cj in enumerate(cs) if cj in m]
+            if len(hits) > 1 or any(m.count(cs[j]) > 1 for j in hits):
                 return None
-            if k == 1:
+            if hits:
                 rest = list(m)
-                rest.remove(cn)
-                s[tuple(rest)] = c
+                rest.remove(cs[hits[0]])
+                parts[hits[0]][tuple(rest)] = c
             else:
                 r[m] = c
-        if not s or not sp.invariant(s) or n in sp.coords_in(r):
+        s = parts[-1]
+        if not s or not sp.invariant(s) or set(counters) & sp.coords_in(r):
             return None
+        if any(frozen(p) != frozen(mul(s, st)) for p, st in zip(parts, strides)):
+            return None          # not sigma times the iteration's number
         if sigma is None:
             sigma = s
         elif frozen(s) != frozen(sigma):
@@ -125,7 +155,7 @@ def _row(sp, accs: list, n, trips, params: set) -> "tuple | None":
             return None
         if not sp.nonneg(lo) or not sp.nonneg(add(add(sigma, const(-1)), hi, -1)):
             return None
-    extent = _monomial(mul(sigma, trips), sp, params)
+    extent = _monomial(mul(sigma, total), sp, params)
     # A parameter divisor would be safe to allow (the forward divided by it in the same
     # iteration), but the one built-in it admits, cross-entropy (`% C`, rows of 50304 logits),
     # measured a 2-5% slower backward at one thread with its rows zeroed in the sweep than
@@ -150,10 +180,10 @@ def _monomial(p: dict, sp, params: set) -> "tuple | None":
     return uids if all(u in params for u in uids) else None
 
 
-def placed(body: list, root: str, marker: str) -> bool:
+def placed(body: list, root: str, row: Row) -> bool:
     """Whether, in the finished sweep `body`, every mention of adjoint `root` follows a
-    zeroing loop marked `marker` at the top level of the body of the loop over the rows
-    (see the module docstring)."""
+    zeroing loop of `row` at the top level of the body of the nest's innermost loop (see the
+    module docstring)."""
     seen = [0, 0]            # mentions after a zeroing loop, zeroing loops found
 
     def mentions(s) -> int:
@@ -162,9 +192,8 @@ def placed(body: list, root: str, marker: str) -> bool:
 
     def visit(stmts, loops: tuple) -> bool:
         for k, s in enumerate(stmts):
-            if _is_zeroing(s, marker):
-                if not loops or not _rows_loop(loops) or \
-                        any(mentions(x) for x in stmts[:k]):
+            if _is_zeroing(s, row.marker):
+                if not _rows_loops(loops, row) or any(mentions(x) for x in stmts[:k]):
                     return False
                 seen[0] += sum(mentions(x) for x in stmts[k:])
                 seen[1] += 1
@@ -190,12 +219,19 @@ def _is_zeroing(s, marker: str) -> bool:
         and s.init[0].var.name == marker
 
 
-def _rows_loop(loops: tuple) -> bool:
-    """The zeroing loop sits directly in the loop over the rows: no loop around it but that
-    one and, for partial sums, the chunk loop whose inner loop runs from `par_begin`."""
-    if len(loops) == 1:
-        return True
-    inner = loops[-1]
-    return len(loops) == 2 and len(inner.init) == 1 and isinstance(inner.init[0], ir.Decl) \
-        and isinstance(inner.init[0].init, ir.Call) \
-        and ir.call_name(inner.init[0].init.fn) == "torchclad::par_begin"
+def _counter(loop: ir.Loop):
+    d = loop.init[0] if len(loop.init) == 1 else None
+    return d if isinstance(d, ir.Decl) else None
+
+
+def _rows_loops(loops: tuple, row: Row) -> bool:
+    """The loops around a zeroing loop are the nest's own, each once: the levels' loops
+    (their counters), or, for partial sums, the chunk loop and its loop from `par_begin`
+    standing for the parallel levels, then the serial levels' loops."""
+    levels = row.levels
+    if len(loops) >= 2 and _counter(loops[1]) is not None and \
+            isinstance(_counter(loops[1]).init, ir.Call) and \
+            ir.call_name(_counter(loops[1]).init.fn) == "torchclad::par_begin":
+        loops, levels = loops[2:], levels[row.width:]
+    return len(loops) == len(levels) and all(
+        _counter(l) is not None and _counter(l).var.uid == u for l, u in zip(loops, levels))
