@@ -62,6 +62,9 @@ CASES: tuple[RevCase, ...] = (
     RevCase("layernorm", "layernorm_forward", "layernorm B4,T64,C768",
             {"BENCH_B": 4, "BENCH_T": 64, "BENCH_C": 768}),
     RevCase("gelu", "gelu_forward", "GELU (tanh) N=4*64*3072", {"BENCH_N": 4 * 64 * 3072}),
+    # the variant the op's backward runs: it assigns d inp and only reads the seed
+    RevCase("gelu_assign", "gelu_forward", "GELU (tanh) N=4*64*3072, assigning sweep",
+            {"BENCH_N": 4 * 64 * 3072}),
     RevCase("softmax", "softmax_forward", "softmax 4*12*64 rows of 64",
             {"BENCH_ROWS": 4 * 12 * 64, "BENCH_C": 64}),
     RevCase("attention", "attention_forward", "attention B4,T64,C768,NH12",

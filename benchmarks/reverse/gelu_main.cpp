@@ -5,6 +5,12 @@
 #ifndef BENCH_N
 #define BENCH_N (4 * 64 * 3072)
 #endif
+// The sweep timed: the accumulating one (Clad's contract: it adds into d inp and zeroes the
+// seed as it reads it), or, from gelu_assign_main.cpp, the assigning variant the op's backward
+// runs (it writes d inp and only reads the seed).
+#ifndef GELU_SWEEP
+#define GELU_SWEEP gelu_forward_reverse_sweep
+#endif
 
 struct GeluCase {
     int N = BENCH_N;
@@ -23,7 +29,7 @@ struct GeluCase {
     void hand_backward() { gelu_backward(h_inp.data(), inp.data(), seed.data(), N); }
     void aug_forward(torchclad::Tape& tape) { gelu_forward_reverse_forw(out.data(), inp.data(), N, tape); }
     void sweep(torchclad::Tape& tape) {
-        gelu_forward_reverse_sweep(out.data(), inp.data(), N, g_inp.data(), g_out.data(), tape);
+        GELU_SWEEP(out.data(), inp.data(), N, g_inp.data(), g_out.data(), tape);
     }
     std::vector<bench::Grad> grads() { return {{"inp", g_inp.data(), h_inp.data(), g_inp.size()}}; }
     std::string sizes_json() { return "{\"N\": " + std::to_string(N) + "}"; }
