@@ -207,12 +207,11 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
                 r = ir.root_var(x.target)
                 if r is None or r.name in read_only:
                     return None          # still writes a seed (or memory it cannot name)
-    ext = {p.uid: None for p in inputs}
+    ext = {}
     for p in inputs:
         row = rows.get(rv.adj_names[p.uid])
-        if row is not None:
-            ext[p.uid] = row.extent
-            nonneg = nonneg | set(row.nonneg)
+        ext[p.uid] = row.extent if row is not None else None
+        nonneg = nonneg | set(row.nonneg if row is not None else ())
     return body, ext, tuple(sorted(nonneg))
 
 

@@ -215,11 +215,11 @@ def placed(body: list, root: str, row: Row) -> bool:
 
 
 def _is_zeroing(s, marker: str) -> bool:
-    return isinstance(s, ir.Loop) and len(s.init) == 1 and isinstance(s.init[0], ir.Decl) \
-        and s.init[0].var.name == marker
+    return isinstance(s, ir.Loop) and _counter(s) is not None and _counter(s).var.name == marker
 
 
-def _counter(loop: ir.Loop):
+def _counter(loop: ir.Loop) -> "ir.Decl | None":
+    """The declaration of a loop's one counter, None for another header."""
     d = loop.init[0] if len(loop.init) == 1 else None
     return d if isinstance(d, ir.Decl) else None
 
@@ -229,9 +229,10 @@ def _rows_loops(loops: tuple, row: Row) -> bool:
     (their counters), or, for partial sums, the chunk loop and its loop from `par_begin`
     standing for the parallel levels, then the serial levels' loops."""
     levels = row.levels
-    if len(loops) >= 2 and _counter(loops[1]) is not None and \
-            isinstance(_counter(loops[1]).init, ir.Call) and \
-            ir.call_name(_counter(loops[1]).init.fn) == "torchclad::par_begin":
+    chunk = _counter(loops[1]) if len(loops) >= 2 else None
+    if chunk is not None and isinstance(chunk.init, ir.Call) and \
+            ir.call_name(chunk.init.fn) == names.PAR_BEGIN:
         loops, levels = loops[2:], levels[row.width:]
+    counters = [_counter(l) for l in loops]
     return len(loops) == len(levels) and all(
-        _counter(l) is not None and _counter(l).var.uid == u for l, u in zip(loops, levels))
+        d is not None and d.var.uid == u for d, u in zip(counters, levels))
