@@ -53,8 +53,9 @@ def test_other_builtins_assign_no_input_adjoint_elementwise(name):
 
 
 NOT_ELEMENTWISE = {
-    # an input element read twice: two additions into one adjoint element
-    "read_twice": "for (int i = 0; i < n; i++) out[i] = x[i] * x[i];",
+    # an input element read twice: two additions into one adjoint element (a square alone is
+    # one: test_a_square_is_one_addition_and_gets_an_assigning_sweep)
+    "read_twice": "for (int i = 0; i < n; i++) out[i] = x[i] * x[i] + x[i];",
     # another iteration's element
     "neighbour": "for (int i = 0; i < n; i++) out[i] = x[i] + x[(i + 1) % n];",
     # a strided element: not every element of d x is written
@@ -80,6 +81,26 @@ def test_no_assigning_sweep_where_it_could_differ(case):
     body = dict(d.functions).get("f_reverse_sweep_assign", "")
     assert d.assign_extents in ((), (("x", ""),)), body
     assert "_d_x[i] = " not in body
+
+
+def test_a_square_is_one_addition_and_gets_an_assigning_sweep():
+    """x[i] * x[i]: the product rule merges the repeated factor into one term
+    (d x += 2 * (d out * x)), so the element is written once and the variant assigns it."""
+    src = "void f(double* out, const double* x, int n) {\n" \
+          "    for (int i = 0; i < n; i++) out[i] = 3.0 * x[i] * x[i];\n}\n"
+    d = ad.differentiate(src, "f", "x")
+    assert d.assign_extents == (("x", "n"),)
+    body = dict(d.functions)["f_reverse_sweep_assign"]
+    assert "_d_x[i] = " in body and "_d_x[i] +=" not in body
+    f = torchclad.function(src, "f", inputs=["x"], outputs={"out": ("n",)},
+                           input_shapes={"x": ("n",)})
+    for _ in range(3):      # recycled memory: an element not written would show
+        x = torch.randn(41, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(41, dtype=torch.float64)
+        f(x).backward(g)
+        torch.testing.assert_close(x.grad, 6.0 * x.detach() * g, rtol=1e-14, atol=0)
+    assert torch.autograd.gradcheck(f, (torch.randn(7, dtype=torch.float64,
+                                                    requires_grad=True),))
 
 
 ELEMENTWISE = r"""

@@ -18,13 +18,11 @@ void abp01_square_twice_pullback(double x, int n, double _d_y, double* _d_x) {
         double _r_d1 = _d_v;
         _d_v = 0;
         v = _tape.pop<double>();
-        _d_v += _r_d1 * v;
-        _d_v += v * _r_d1;
+        _d_v += double(2) * (_r_d1 * v);
         double _r_d0 = _d_v;
         _d_v = 0;
         v = _tape.pop<double>();
-        _d_v += _r_d0 * v;
-        _d_v += v * _r_d0;
+        _d_v += double(2) * (_r_d0 * v);
         _acc0 += _d_v;
     }
     if (_acc0 != double(0)) {
@@ -61,13 +59,11 @@ void abp01_square_twice_reverse_sweep(double x, int n, double _d_y, double* _d_x
         double _r_d1 = _d_v;
         _d_v = 0;
         v = _tape.pop<double>();
-        _d_v += _r_d1 * v;
-        _d_v += v * _r_d1;
+        _d_v += double(2) * (_r_d1 * v);
         double _r_d0 = _d_v;
         _d_v = 0;
         v = _tape.pop<double>();
-        _d_v += _r_d0 * v;
-        _d_v += v * _r_d0;
+        _d_v += double(2) * (_r_d0 * v);
         _acc0 += _d_v;
     }
     if (_acc0 != double(0)) {

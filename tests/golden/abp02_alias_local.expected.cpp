@@ -6,8 +6,7 @@ void abp02_alias_local_pullback(double x, double _d_y, double* _d_x) {
     _d_y0 += _d_y;
     double _r_d0 = _d_y0;
     _d_y0 = 0;
-    *_d_x += _r_d0 * x;
-    *_d_x += x * _r_d0;
+    *_d_x += double(2) * (_r_d0 * x);
 }
 
 void abp02_alias_local_grad(double x, double* _d_x) {
@@ -26,6 +25,5 @@ void abp02_alias_local_reverse_sweep(double x, double _d_y, double* _d_x, torchc
     _d_y0 += _d_y;
     double _r_d0 = _d_y0;
     _d_y0 = 0;
-    *_d_x += _r_d0 * x;
-    *_d_x += x * _r_d0;
+    *_d_x += double(2) * (_r_d0 * x);
 }

@@ -1,7 +1,6 @@
 void abp06_unused_nan_pullback(double A, double C, double x, double _d_y, double* _d_A, double* _d_C, double* _d_x) {
-    *_d_A += _d_y * x * x;
-    *_d_x += A * (_d_y * x);
-    *_d_x += A * x * _d_y;
+    *_d_A += _d_y * (x * x);
+    *_d_x += double(2) * (_d_y * (A * x));
     *_d_C += _d_y * x;
     *_d_x += C * _d_y;
 }
@@ -15,9 +14,8 @@ double abp06_unused_nan_reverse_forw(double A, double C, double x, torchclad::Ta
 }
 
 void abp06_unused_nan_reverse_sweep(double A, double C, double x, double _d_y, double* _d_A, double* _d_C, double* _d_x, torchclad::Tape& _tape) {
-    *_d_A += _d_y * x * x;
-    *_d_x += A * (_d_y * x);
-    *_d_x += A * x * _d_y;
+    *_d_A += _d_y * (x * x);
+    *_d_x += double(2) * (_d_y * (A * x));
     *_d_C += _d_y * x;
     *_d_x += C * _d_y;
 }

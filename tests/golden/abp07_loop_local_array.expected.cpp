@@ -28,8 +28,7 @@ void abp07_loop_local_array_pullback(const double* x, int n, double _d_y, double
         if (_tape.pop<bool>()) {
             double _r_d0 = _d_tmp[1];
             _d_tmp[1] = 0;
-            _d_x[i] += _r_d0 * x[i];
-            _d_x[i] += x[i] * _r_d0;
+            _d_x[i] += double(2) * (_r_d0 * x[i]);
         }
         _d_x[i] += _d_tmp[0];
     }
@@ -74,8 +73,7 @@ void abp07_loop_local_array_reverse_sweep(const double* x, int n, double _d_y, d
         if (_tape.pop<bool>()) {
             double _r_d0 = _d_tmp[1];
             _d_tmp[1] = 0;
-            _d_x[i] += _r_d0 * x[i];
-            _d_x[i] += x[i] * _r_d0;
+            _d_x[i] += double(2) * (_r_d0 * x[i]);
         }
         _d_x[i] += _d_tmp[0];
     }

@@ -11,8 +11,7 @@ void abp10_reserved_names_pullback(double x, double t0_u, double _d_y, double* _
     *_d_x += d_y_u * _d_y;
     _d_t1_u += _d_d_y_u;
     _d_d_x_u += -_d_d_y_u;
-    _d_r_d0_u += _d_t1_u * r_d0_u;
-    _d_r_d0_u += r_d0_u * _d_t1_u;
+    _d_r_d0_u += double(2) * (_d_t1_u * r_d0_u);
     _d_d_x_u += _d_r_d0_u;
     *_d_x += _d_r_d0_u;
     *_d_x += _d_d_x_u * t0_u;
@@ -44,8 +43,7 @@ void abp10_reserved_names_reverse_sweep(double x, double t0_u, double _d_y, doub
     *_d_x += d_y_u * _d_y;
     _d_t1_u += _d_d_y_u;
     _d_d_x_u += -_d_d_y_u;
-    _d_r_d0_u += _d_t1_u * r_d0_u;
-    _d_r_d0_u += r_d0_u * _d_t1_u;
+    _d_r_d0_u += double(2) * (_d_t1_u * r_d0_u);
     _d_d_x_u += _d_r_d0_u;
     *_d_x += _d_r_d0_u;
     *_d_x += _d_d_x_u * t0_u;

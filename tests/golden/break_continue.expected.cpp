@@ -47,8 +47,7 @@ void break_continue_pullback(const double* x, int n, double cap, double _d_y, do
                     _d_s = 0;
                     _d_s += _r_d0 * 1.1;
                 }
-                _d_x[i] += _d_s * x[i];
-                _d_x[i] += x[i] * _d_s;
+                _d_x[i] += double(2) * (_d_s * x[i]);
             }
         }
     }
@@ -110,8 +109,7 @@ void break_continue_reverse_sweep(const double* x, int n, double cap, double _d_
                     _d_s = 0;
                     _d_s += _r_d0 * 1.1;
                 }
-                _d_x[i] += _d_s * x[i];
-                _d_x[i] += x[i] * _d_s;
+                _d_x[i] += double(2) * (_d_s * x[i]);
             }
         }
     }

@@ -36,8 +36,7 @@ void comma_expr_pullback(double a, double b, double c, double _d_y, double* _d_a
     _dl_a += _r_d3 * c;
     *_d_c += a * _r_d3;
     if (_tape.pop<bool>()) {
-        _dl_b += _d_u * b;
-        _dl_b += b * _d_u;
+        _dl_b += double(2) * (_d_u * b);
     }
     _d_t += _d_u;
     if (_tape.pop<bool>()) {
@@ -117,8 +116,7 @@ void comma_expr_reverse_sweep(double a, double b, double c, double _d_y, double*
     _dl_a += _r_d3 * c;
     *_d_c += a * _r_d3;
     if (_tape.pop<bool>()) {
-        _dl_b += _d_u * b;
-        _dl_b += b * _d_u;
+        _dl_b += double(2) * (_d_u * b);
     }
     _d_t += _d_u;
     if (_tape.pop<bool>()) {

@@ -48,8 +48,7 @@ void comma_ternary_pullback(double x, double y, double _d_y, double* _d_x, doubl
     if (x < 0.0) {
         *_d_x += -_d_d;
     } else if (y > 1.0) {
-        *_d_y0 += _d_d * y;
-        *_d_y0 += y * _d_d;
+        *_d_y0 += double(2) * (_d_d * y);
     } else {
         *_d_y0 += _d_d;
     }
@@ -135,8 +134,7 @@ void comma_ternary_reverse_sweep(double x, double y, double _d_y, double* _d_x, 
     if (x < 0.0) {
         *_d_x += -_d_d;
     } else if (y > 1.0) {
-        *_d_y0 += _d_d * y;
-        *_d_y0 += y * _d_d;
+        *_d_y0 += double(2) * (_d_d * y);
     } else {
         *_d_y0 += _d_d;
     }

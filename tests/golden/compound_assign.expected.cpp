@@ -25,15 +25,13 @@ void compound_assign_pullback(double x, double y, double _d_y, double* _d_x, dou
     _d_a += -_d_b;
     double _r_d3 = _d_b;
     _d_b = 0;
-    *_d_x += -_r_d3 * b / (x * x + 1.0) * x;
-    *_d_x += x * (-_r_d3 * b / (x * x + 1.0));
+    *_d_x += double(2) * (-_r_d3 * b / (x * x + 1.0) * x);
     b = _tape.pop<double>();
     _d_b += _r_d3 / (x * x + 1.0);
     double _r_d2 = _d_b;
     _d_b = 0;
     b = _tape.pop<double>();
-    _d_b += _r_d2 * b;
-    _d_b += b * _r_d2;
+    _d_b += double(2) * (_r_d2 * b);
     _d_a += _d_b;
     double _r_d1 = _d_a;
     _d_a = 0;
@@ -46,8 +44,7 @@ void compound_assign_pullback(double x, double y, double _d_y, double* _d_x, dou
     _d_a += _r_d0 * (x + 1.0);
     *_d_x += a * _r_d0;
     *_d_x += 0.5 * -_d_a;
-    *_d_y0 += _d_a * y;
-    *_d_y0 += y * _d_a;
+    *_d_y0 += double(2) * (_d_a * y);
     *_d_x += _d_a;
 }
 
@@ -89,15 +86,13 @@ void compound_assign_reverse_sweep(double x, double y, double _d_y, double* _d_x
     _d_a += -_d_b;
     double _r_d3 = _d_b;
     _d_b = 0;
-    *_d_x += -_r_d3 * b / (x * x + 1.0) * x;
-    *_d_x += x * (-_r_d3 * b / (x * x + 1.0));
+    *_d_x += double(2) * (-_r_d3 * b / (x * x + 1.0) * x);
     b = _tape.pop<double>();
     _d_b += _r_d3 / (x * x + 1.0);
     double _r_d2 = _d_b;
     _d_b = 0;
     b = _tape.pop<double>();
-    _d_b += _r_d2 * b;
-    _d_b += b * _r_d2;
+    _d_b += double(2) * (_r_d2 * b);
     _d_a += _d_b;
     double _r_d1 = _d_a;
     _d_a = 0;
@@ -110,7 +105,6 @@ void compound_assign_reverse_sweep(double x, double y, double _d_y, double* _d_x
     _d_a += _r_d0 * (x + 1.0);
     *_d_x += a * _r_d0;
     *_d_x += 0.5 * -_d_a;
-    *_d_y0 += _d_a * y;
-    *_d_y0 += y * _d_a;
+    *_d_y0 += double(2) * (_d_a * y);
     *_d_x += _d_a;
 }

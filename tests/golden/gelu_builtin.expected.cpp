@@ -18,9 +18,7 @@ void gelu_forward_pullback(T* out, const T* inp, int N, T* _d_inp, T* _d_out) {
         _d_x += T(0.5) * (_r_d0 * (T(1) + _cse0));
         _d_x += T(0.7978845608028654) * ((T(0.5) * x * _r_d0) * ::torchclad::rt::d_tanh(_cse0));
         _d_cube += T(0.7978845608028654) * ((T(0.5) * x * _r_d0) * ::torchclad::rt::d_tanh(_cse0));
-        _d_x += T(0.044715) * (_d_cube * x * x);
-        _d_x += T(0.044715) * x * (_d_cube * x);
-        _d_x += T(0.044715) * x * x * _d_cube;
+        _d_x += T(3) * (_d_cube * (T(0.044715) * x * x));
         _d_inp[i] += _d_x;
     }
 }
@@ -49,9 +47,7 @@ void gelu_forward_reverse_sweep(T* out, const T* inp, int N, T* _d_inp, T* _d_ou
         _d_x += T(0.5) * (_r_d0 * (T(1) + _cse0));
         _d_x += T(0.7978845608028654) * ((T(0.5) * x * _r_d0) * ::torchclad::rt::d_tanh(_cse0));
         _d_cube += T(0.7978845608028654) * ((T(0.5) * x * _r_d0) * ::torchclad::rt::d_tanh(_cse0));
-        _d_x += T(0.044715) * (_d_cube * x * x);
-        _d_x += T(0.044715) * x * (_d_cube * x);
-        _d_x += T(0.044715) * x * x * _d_cube;
+        _d_x += T(3) * (_d_cube * (T(0.044715) * x * x));
         _d_inp[i] += _d_x;
     }
 }
@@ -69,9 +65,7 @@ void gelu_forward_reverse_sweep_assign(T* out, const T* inp, int N, T* _d_inp, T
         _d_x += T(0.5) * (_r_d0 * (T(1) + _cse0));
         _d_x += T(0.7978845608028654) * ((T(0.5) * x * _r_d0) * ::torchclad::rt::d_tanh(_cse0));
         _d_cube += T(0.7978845608028654) * ((T(0.5) * x * _r_d0) * ::torchclad::rt::d_tanh(_cse0));
-        _d_x += T(0.044715) * (_d_cube * x * x);
-        _d_x += T(0.044715) * x * (_d_cube * x);
-        _d_x += T(0.044715) * x * x * _d_cube;
+        _d_x += T(3) * (_d_cube * (T(0.044715) * x * x));
         _d_inp[i] = _d_x;
     }
 }

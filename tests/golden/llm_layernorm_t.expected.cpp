@@ -94,17 +94,13 @@ void layernorm_forward_t_pullback(T* out, T* mean, T* rstd, const T* inp, const 
                     #pragma omp simd
                     for (int _j1 = 0; _j1 < 16; ++_j1) {
                         int i = _ib1 + _j1;
-                        _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                        _lane1[_j1] += -(_d_var * (x[i] - mu));
-                        _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                        _lane1[_j1] += -((x[i] - mu) * _d_var);
+                        _d_inp[x - inp + i] += T(2) * (_d_var * (x[i] - mu));
+                        _lane1[_j1] += -(T(2) * (_d_var * (x[i] - mu)));
                     }
                 }
                 for (int i = _ib1; i < C; ++i) {
-                    _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                    _d_mu += -(_d_var * (x[i] - mu));
-                    _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                    _d_mu += -((x[i] - mu) * _d_var);
+                    _d_inp[x - inp + i] += T(2) * (_d_var * (x[i] - mu));
+                    _d_mu += -(T(2) * (_d_var * (x[i] - mu)));
                 }
                 for (int _j1 = 0; _j1 < 16; ++_j1) {
                     _d_mu += _lane1[_j1];
@@ -218,17 +214,13 @@ void layernorm_forward_t_reverse_sweep(T* out, T* mean, T* rstd, const T* inp, c
                     #pragma omp simd
                     for (int _j1 = 0; _j1 < 16; ++_j1) {
                         int i = _ib1 + _j1;
-                        _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                        _lane1[_j1] += -(_d_var * (x[i] - mu));
-                        _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                        _lane1[_j1] += -((x[i] - mu) * _d_var);
+                        _d_inp[x - inp + i] += T(2) * (_d_var * (x[i] - mu));
+                        _lane1[_j1] += -(T(2) * (_d_var * (x[i] - mu)));
                     }
                 }
                 for (int i = _ib1; i < C; ++i) {
-                    _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                    _d_mu += -(_d_var * (x[i] - mu));
-                    _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                    _d_mu += -((x[i] - mu) * _d_var);
+                    _d_inp[x - inp + i] += T(2) * (_d_var * (x[i] - mu));
+                    _d_mu += -(T(2) * (_d_var * (x[i] - mu)));
                 }
                 for (int _j1 = 0; _j1 < 16; ++_j1) {
                     _d_mu += _lane1[_j1];
@@ -308,17 +300,13 @@ void layernorm_forward_t_reverse_sweep_assign(T* out, T* mean, T* rstd, const T*
                     #pragma omp simd
                     for (int _j1 = 0; _j1 < 16; ++_j1) {
                         int i = _ib1 + _j1;
-                        _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                        _lane1[_j1] += -(_d_var * (x[i] - mu));
-                        _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                        _lane1[_j1] += -((x[i] - mu) * _d_var);
+                        _d_inp[x - inp + i] += T(2) * (_d_var * (x[i] - mu));
+                        _lane1[_j1] += -(T(2) * (_d_var * (x[i] - mu)));
                     }
                 }
                 for (int i = _ib1; i < C; ++i) {
-                    _d_inp[x - inp + i] += _d_var * (x[i] - mu);
-                    _d_mu += -(_d_var * (x[i] - mu));
-                    _d_inp[x - inp + i] += (x[i] - mu) * _d_var;
-                    _d_mu += -((x[i] - mu) * _d_var);
+                    _d_inp[x - inp + i] += T(2) * (_d_var * (x[i] - mu));
+                    _d_mu += -(T(2) * (_d_var * (x[i] - mu)));
                 }
                 for (int _j1 = 0; _j1 < 16; ++_j1) {
                     _d_mu += _lane1[_j1];

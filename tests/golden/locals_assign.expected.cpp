@@ -22,8 +22,7 @@ void locals_assign_pullback(double x, double y, double _d_y, double* _d_x, doubl
     _d_u = 0;
     _d_u += _r_d1;
     *_d_y0 += -_r_d1;
-    _d_t += _d_u * t;
-    _d_t += t * _d_u;
+    _d_t += double(2) * (_d_u * t);
     double _r_d0 = _d_t;
     _d_t = 0;
     _d_t += _r_d0;
@@ -69,8 +68,7 @@ void locals_assign_reverse_sweep(double x, double y, double _d_y, double* _d_x, 
     _d_u = 0;
     _d_u += _r_d1;
     *_d_y0 += -_r_d1;
-    _d_t += _d_u * t;
-    _d_t += t * _d_u;
+    _d_t += double(2) * (_d_u * t);
     double _r_d0 = _d_t;
     _d_t = 0;
     _d_t += _r_d0;

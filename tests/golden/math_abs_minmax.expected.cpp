@@ -25,8 +25,7 @@ void math_abs_minmax_pullback(const double* x, int n, double _d_y, double* _d_x)
             _d_a += (3.0 * _d_s) * ::torchclad::rt::d_min_a((a + 0.05), b);
             _d_a += (_d_s * 2.0) * ::torchclad::rt::d_max_a(a, b);
             _d_b += (_d_s * 2.0) * ::torchclad::rt::d_max_a(b, a);
-            _d_a += ((-_d_s) * ::torchclad::rt::d_min_a((a * a), b)) * a;
-            _d_a += a * ((-_d_s) * ::torchclad::rt::d_min_a((a * a), b));
+            _d_a += double(2) * (((-_d_s) * ::torchclad::rt::d_min_a((a * a), b)) * a);
             _d_b += (-_d_s) * ::torchclad::rt::d_min_a(b, (a * a));
             _d_a += (_d_s * b) * ::torchclad::rt::sign(a);
             _d_b += std::fabs(a) * _d_s;
@@ -77,8 +76,7 @@ void math_abs_minmax_reverse_sweep(const double* x, int n, double _d_y, double* 
             _d_a += (3.0 * _d_s) * ::torchclad::rt::d_min_a((a + 0.05), b);
             _d_a += (_d_s * 2.0) * ::torchclad::rt::d_max_a(a, b);
             _d_b += (_d_s * 2.0) * ::torchclad::rt::d_max_a(b, a);
-            _d_a += ((-_d_s) * ::torchclad::rt::d_min_a((a * a), b)) * a;
-            _d_a += a * ((-_d_s) * ::torchclad::rt::d_min_a((a * a), b));
+            _d_a += double(2) * (((-_d_s) * ::torchclad::rt::d_min_a((a * a), b)) * a);
             _d_b += (-_d_s) * ::torchclad::rt::d_min_a(b, (a * a));
             _d_a += (_d_s * b) * ::torchclad::rt::sign(a);
             _d_b += std::fabs(a) * _d_s;

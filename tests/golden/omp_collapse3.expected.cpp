@@ -47,8 +47,7 @@ void omp_collapse3_pullback(double* out, const double* inp, int B, int T, int C,
                         double dot = _tape.pop<double>();
                         const double* k = inp + (b * T + s) * 2 * C + C + h * D;
                         double _d_dot = double(0);
-                        _d_dot += _d_acc * dot;
-                        _d_dot += dot * _d_acc;
+                        _d_dot += double(2) * (_d_acc * dot);
                         for (int i = 0; i < D; ++i) {
                             _d_inp[q - inp + i] += _d_dot * k[i];
                             _d_inp[k - inp + i] += q[i] * _d_dot;
@@ -112,8 +111,7 @@ void omp_collapse3_reverse_sweep(double* out, const double* inp, int B, int T, i
                         double dot = _tape.pop<double>();
                         const double* k = inp + (b * T + s) * 2 * C + C + h * D;
                         double _d_dot = double(0);
-                        _d_dot += _d_acc * dot;
-                        _d_dot += dot * _d_acc;
+                        _d_dot += double(2) * (_d_acc * dot);
                         for (int i = 0; i < D; ++i) {
                             _d_inp[q - inp + i] += _d_dot * k[i];
                             _d_inp[k - inp + i] += q[i] * _d_dot;
@@ -144,8 +142,7 @@ void omp_collapse3_reverse_sweep_assign(double* out, const double* inp, int B, i
                         double dot = _tape.pop<double>();
                         const double* k = inp + (b * T + s) * 2 * C + C + h * D;
                         double _d_dot = double(0);
-                        _d_dot += _d_acc * dot;
-                        _d_dot += dot * _d_acc;
+                        _d_dot += double(2) * (_d_acc * dot);
                         for (int i = 0; i < D; ++i) {
                             _d_inp[q - inp + i] += _d_dot * k[i];
                             _d_inp[k - inp + i] += q[i] * _d_dot;

@@ -31,8 +31,7 @@ void omp_records_pullback(double* out, const double* inp, int B, int C, double* 
                 _d_p = 0;
                 p = _tape.pop<double>();
                 _d_p += _r_d0 * (1.0 + inp[b * C + i] * inp[b * C + i]);
-                _d_inp[b * C + i] += p * _r_d0 * inp[b * C + i];
-                _d_inp[b * C + i] += inp[b * C + i] * (p * _r_d0);
+                _d_inp[b * C + i] += double(2) * (p * _r_d0 * inp[b * C + i]);
             }
         }
     }
@@ -73,8 +72,7 @@ void omp_records_reverse_sweep(double* out, const double* inp, int B, int C, dou
                 _d_p = 0;
                 p = _tape.pop<double>();
                 _d_p += _r_d0 * (1.0 + inp[b * C + i] * inp[b * C + i]);
-                _d_inp[b * C + i] += p * _r_d0 * inp[b * C + i];
-                _d_inp[b * C + i] += inp[b * C + i] * (p * _r_d0);
+                _d_inp[b * C + i] += double(2) * (p * _r_d0 * inp[b * C + i]);
             }
         }
     }
@@ -98,8 +96,7 @@ void omp_records_reverse_sweep_assign(double* out, const double* inp, int B, int
                 _d_p = 0;
                 p = _tape.pop<double>();
                 _d_p += _r_d0 * (1.0 + inp[b * C + i] * inp[b * C + i]);
-                _d_inp[b * C + i] += p * _r_d0 * inp[b * C + i];
-                _d_inp[b * C + i] += inp[b * C + i] * (p * _r_d0);
+                _d_inp[b * C + i] += double(2) * (p * _r_d0 * inp[b * C + i]);
             }
         }
     }

@@ -9,8 +9,7 @@ void omp_scatter_pullback(double* out, const long* idx, const double* table, int
         for (int i = 0; i < C; ++i) {
             double _r_d0 = _d_out[n * C + i];
             _d_out[n * C + i] = 0;
-            _d_table[idx[n] * C + i] += _r_d0 * table[idx[n] * C + i];
-            _d_table[idx[n] * C + i] += table[idx[n] * C + i] * _r_d0;
+            _d_table[idx[n] * C + i] += double(2) * (_r_d0 * table[idx[n] * C + i]);
         }
     }
 }
@@ -29,8 +28,7 @@ void omp_scatter_reverse_sweep(double* out, const long* idx, const double* table
         for (int i = 0; i < C; ++i) {
             double _r_d0 = _d_out[n * C + i];
             _d_out[n * C + i] = 0;
-            _d_table[idx[n] * C + i] += _r_d0 * table[idx[n] * C + i];
-            _d_table[idx[n] * C + i] += table[idx[n] * C + i] * _r_d0;
+            _d_table[idx[n] * C + i] += double(2) * (_r_d0 * table[idx[n] * C + i]);
         }
     }
 }
@@ -39,8 +37,7 @@ void omp_scatter_reverse_sweep_assign(double* out, const long* idx, const double
     for (int n = 0; n < N; ++n) {
         for (int i = 0; i < C; ++i) {
             double _r_d0 = _d_out[n * C + i];
-            _d_table[idx[n] * C + i] += _r_d0 * table[idx[n] * C + i];
-            _d_table[idx[n] * C + i] += table[idx[n] * C + i] * _r_d0;
+            _d_table[idx[n] * C + i] += double(2) * (_r_d0 * table[idx[n] * C + i]);
         }
     }
 }

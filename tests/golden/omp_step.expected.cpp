@@ -40,8 +40,7 @@ void omp_step_pullback(double* out, const double* inp, const double* w, int N, i
                         double _d_s = double(0);
                         double _r_d0 = _d_out[(r + k) * OC + o];
                         _d_out[(r + k) * OC + o] = 0;
-                        _d_s += _r_d0 * s;
-                        _d_s += s * _r_d0;
+                        _d_s += double(2) * (_r_d0 * s);
                         for (int i = 0; i < C; ++i) {
                             _d_inp[(r + k) * C + i] += _d_s * w[o * C + i];
                             _d_w[o * C + i] += inp[(r + k) * C + i] * _d_s;
@@ -100,8 +99,7 @@ void omp_step_reverse_sweep(double* out, const double* inp, const double* w, int
                         double _d_s = double(0);
                         double _r_d0 = _d_out[(r + k) * OC + o];
                         _d_out[(r + k) * OC + o] = 0;
-                        _d_s += _r_d0 * s;
-                        _d_s += s * _r_d0;
+                        _d_s += double(2) * (_r_d0 * s);
                         for (int i = 0; i < C; ++i) {
                             _d_inp[(r + k) * C + i] += _d_s * w[o * C + i];
                             _d_w[o * C + i] += inp[(r + k) * C + i] * _d_s;

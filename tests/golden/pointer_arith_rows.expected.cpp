@@ -46,8 +46,7 @@ void pointer_arith_rows_pullback(double* out, const double* inp, const double* s
                 }
             }
             for (int i = 0; i < C; ++i) {
-                _d_inp[x - inp + i] += _d_ss * x[i];
-                _d_inp[x - inp + i] += x[i] * _d_ss;
+                _d_inp[x - inp + i] += double(2) * (_d_ss * x[i]);
             }
         }
     }
@@ -103,8 +102,7 @@ void pointer_arith_rows_reverse_sweep(double* out, const double* inp, const doub
                 }
             }
             for (int i = 0; i < C; ++i) {
-                _d_inp[x - inp + i] += _d_ss * x[i];
-                _d_inp[x - inp + i] += x[i] * _d_ss;
+                _d_inp[x - inp + i] += double(2) * (_d_ss * x[i]);
             }
         }
     }
@@ -141,8 +139,7 @@ void pointer_arith_rows_reverse_sweep_assign(double* out, const double* inp, con
                 }
             }
             for (int i = 0; i < C; ++i) {
-                _d_inp[x - inp + i] += _d_ss * x[i];
-                _d_inp[x - inp + i] += x[i] * _d_ss;
+                _d_inp[x - inp + i] += double(2) * (_d_ss * x[i]);
             }
         }
     }

@@ -1,7 +1,6 @@
 void poly_scalar_pullback(double x, double y, double _d_y, double* _d_x, double* _d_y0) {
-    *_d_x += 3.0 * (_d_y * y * x);
-    *_d_x += 3.0 * x * (_d_y * y);
-    *_d_y0 += 3.0 * x * x * _d_y;
+    *_d_x += double(2) * (_d_y * (3.0 * x * y));
+    *_d_y0 += _d_y * (3.0 * x * x);
     *_d_x += -_d_y / y;
     *_d_y0 += _d_y * x / (y * y);
 }
@@ -15,9 +14,8 @@ double poly_scalar_reverse_forw(double x, double y, torchclad::Tape& _tape) {
 }
 
 void poly_scalar_reverse_sweep(double x, double y, double _d_y, double* _d_x, double* _d_y0, torchclad::Tape& _tape) {
-    *_d_x += 3.0 * (_d_y * y * x);
-    *_d_x += 3.0 * x * (_d_y * y);
-    *_d_y0 += 3.0 * x * x * _d_y;
+    *_d_x += double(2) * (_d_y * (3.0 * x * y));
+    *_d_y0 += _d_y * (3.0 * x * x);
     *_d_x += -_d_y / y;
     *_d_y0 += _d_y * x / (y * y);
 }

@@ -3,9 +3,8 @@ void accumulate_reverse_forw(double& acc, const double& x, double w, torchclad::
 }
 
 void accumulate_reverse_sweep(double& acc, const double& x, double w, double* _d_acc, double* _d_x, double* _d_w, torchclad::Tape& _tape) {
-    *_d_w += _d_acc[0] * x * x;
-    _d_x[0] += w * (_d_acc[0] * x);
-    _d_x[0] += w * x * _d_acc[0];
+    *_d_w += _d_acc[0] * (x * x);
+    _d_x[0] += double(2) * (_d_acc[0] * (w * x));
 }
 
 void ref_params_pullback(double& y, const double* x, int n, double w, double _d_y, double* _d_y0, double* _d_x, double* _d_w) {

@@ -16,11 +16,9 @@ double Spring_energy_reverse_forw(const Spring* _this, double len, torchclad::Ta
 }
 
 void Spring_energy_reverse_sweep(const Spring* _this, double len, double _d_y, Spring* _d__this, double* _d_len, torchclad::Tape& _tape) {
-    _d__this->k += 0.5 * (_d_y * (len - _this->rest) * (len - _this->rest));
-    *_d_len += 0.5 * _this->k * (_d_y * (len - _this->rest));
-    _d__this->rest += -(0.5 * _this->k * (_d_y * (len - _this->rest)));
-    *_d_len += 0.5 * _this->k * (len - _this->rest) * _d_y;
-    _d__this->rest += -(0.5 * _this->k * (len - _this->rest) * _d_y);
+    _d__this->k += _d_y * (0.5 * (len - _this->rest) * (len - _this->rest));
+    *_d_len += double(2) * (_d_y * (0.5 * _this->k * (len - _this->rest)));
+    _d__this->rest += -(double(2) * (_d_y * (0.5 * _this->k * (len - _this->rest))));
 }
 
 void struct_fields_pullback(double x, double y, double w, double _d_y, double* _d_x, double* _d_y0, double* _d_w) {

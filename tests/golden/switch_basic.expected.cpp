@@ -67,8 +67,7 @@ void switch_basic_pullback(const double* x, const int* op, int n, double _d_y, d
             }
             if (_tape.pop<bool>()) {
                 s = _tape.pop<double>();
-                _d_x[i] += _d_s * x[i];
-                _d_x[i] += x[i] * _d_s;
+                _d_x[i] += double(2) * (_d_s * x[i]);
             }
             if (_tape.pop<bool>()) {
                 s = _tape.pop<double>();
@@ -156,8 +155,7 @@ void switch_basic_reverse_sweep(const double* x, const int* op, int n, double _d
             }
             if (_tape.pop<bool>()) {
                 s = _tape.pop<double>();
-                _d_x[i] += _d_s * x[i];
-                _d_x[i] += x[i] * _d_s;
+                _d_x[i] += double(2) * (_d_s * x[i]);
             }
             if (_tape.pop<bool>()) {
                 s = _tape.pop<double>();

@@ -239,6 +239,8 @@ class AdjointRules:
             self.backprop(l, d, out)
             self.backprop(r, neg(d), out)
         elif e.op == "*":
+            if self.repeated_factors(e, d, out):
+                return
             # y = l * r;  dl += dy * r;  dr += l * dy
             if la:
                 self.backprop(l, mul(d, r), out)
@@ -252,6 +254,37 @@ class AdjointRules:
                 rr = ir.Binary("*", r, r, r.type)
                 self.backprop(r, div(mul(neg(d), l), rr), out)
         # comparisons, logic, bit operations, %: no derivative
+
+    def repeated_factors(self, e, d, out) -> bool:
+        """y = f1 * ... * fn where an active factor x occurs k > 1 times;
+        dx += k * (dy * (the product without one x)), one term per distinct factor.
+
+        The occurrence-by-occurrence rule gives k terms, each the same product associated
+        differently (for `c * x * x * x`: (dy*x*x)*c, (c*x)*(dy*x), (c*x*x)*dy), which a
+        compiler may not merge without fast-math; GELU's cube paid for them. A product with
+        no repeated active factor keeps the binary rule and its code. Factors must be reads
+        (no user call, no tape pop), so that each occurrence is the same value."""
+        factors = _factors(e)
+        if not all(_plain(f) for f in factors):
+            return False
+        distinct: list = []
+        for f in factors:
+            if f not in distinct and self.act.expr_active(f):
+                distinct.append(f)
+        if all(factors.count(f) == 1 for f in distinct):
+            return False
+        for f in distinct:
+            rest = list(factors)
+            rest.remove(f)
+            prod = rest[0]
+            for g in rest[1:]:
+                prod = mul(prod, g)
+            term = mul(d, prod)
+            k = factors.count(f)
+            if k > 1:
+                term = mul(ir.Cast(ir.Const(str(k), ir.INT), e.type, "fn"), term)
+            self.backprop(f, term, out)
+        return True
 
     def visit_Cond(self, e, d, out, result):
         # y = c ? a : b;  if (c) da += dy; else db += dy
@@ -284,3 +317,26 @@ class AdjointRules:
 
     def visit_Raw(self, e, d, out, result):
         raise DiffError(self.loc, "internal: generated expression in primal code")
+
+
+def _factors(e) -> list:
+    """The factors of a floating product, left to right: ((a * b) * c) * (d * e) gives
+    [a, b, c, d, e]. Casts and other operators end a factor."""
+    if isinstance(e, ir.Binary) and e.op == "*" and e.type.is_real_scalar:
+        return _factors(e.lhs) + _factors(e.rhs)
+    return [e]
+
+
+def _plain(e) -> bool:
+    """e reads values only: variables, constants, memory, arithmetic, library math calls."""
+    if isinstance(e, (ir.Var, ir.Const)):
+        return True
+    if isinstance(e, ir.Index):
+        return _plain(e.base) and _plain(e.index)
+    if isinstance(e, (ir.Member, ir.Unary, ir.Cast)):
+        return _plain(e.base if isinstance(e, ir.Member) else e.operand)
+    if isinstance(e, ir.Binary):
+        return _plain(e.lhs) and _plain(e.rhs)
+    if isinstance(e, ir.Call):
+        return not e.user and not e.method and all(_plain(a) for a in e.args)
+    return False
