@@ -1,9 +1,9 @@
 """The memory traffic of a fused GPT-2 step outside its GEMMs, and the bound it sets.
 
 Counts the values each non-GEMM pass of one forward + generated reverse sweep reads and writes,
-as the kernels are laid out today (csrc/kernels/gpt2.cpp: one pass per layer kernel, bias fills
-and d-bias reductions around the GEMMs, adjoints accumulated (read + write) and reset as they
-are read, the gradient buffer zero-filled), and measures the streaming bandwidth of this machine
+as the kernels are laid out today (csrc/kernels/gpt2.cpp: one pass per layer kernel, bias
+additions and d-bias reductions around the GEMMs, adjoints accumulated (read + write) and reset
+as they are read, the gradient buffer zero-filled), and measures the streaming bandwidth of this machine
 (torch copy / triad / fill over a working set the size of the demo arena) at 1 and at torch's
 default thread count. traffic / bandwidth + the step's GEMM floor bounds what this design can
 reach (an optimistic bound for the larger models, whose activations outgrow that working set and
@@ -38,7 +38,7 @@ def passes(cfg: dict, B: int, T: int) -> dict[str, float]:
     per_layer = {
         # forward
         "layernorm x2 (read x, write out)": 4 * NC,
-        "bias fills before the GEMMs (qkv, attproj, fc, fcproj)": 9 * NC,
+        "bias additions after the GEMMs (qkv, attproj, fc, fcproj; read + write out)": 18 * NC,
         "softmax (read scores, mask, write probabilities)": 2.5 * TT,
         "residual x2 (two reads, one write)": 6 * NC,
         "GELU (read, write)": 8 * NC,

@@ -395,7 +395,7 @@ _INTROS = {
         "than one thread the clock is the wall clock. Ratio > 1: slower than eager.",
     "traffic":
         "What the memory system allows the fused model as it is laid out (one pass per layer "
-        "kernel, bias fills and d-bias reductions around the GEMMs, adjoints accumulated and "
+        "kernel, bias additions and d-bias reductions around the GEMMs, adjoints accumulated and "
         "reset as they are read): the values those non-GEMM passes of one fwd+bwd read and "
         "write, counted by `benchmarks/bench_traffic.py` (`--passes MODEL` lists them), at "
         "this machine's streaming bandwidth (the lowest of torch copy / triad / fill over "
