@@ -173,3 +173,27 @@ def test_assigning_pullback_of_another_arity_is_an_error():
     with pytest.raises(DiffError, match="custom derivative 'scale_pullback_assign' takes 6 "
                                         "parameters; expected 7, as 'scale_pullback'"):
         ad.differentiate(src, "scale", ["x", "w"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("OC", [7, 130])
+def test_accumulating_sweep_adds_into_the_adjoints_and_zeroes_the_seed(dtype, OC):
+    """Clad's contract, the one the fused GPT-2's sweep relies on: d inp, d weight and d bias
+    added into (they hold values before), d out zeroed (its d bias reduction and reset are one
+    pass: matmul_bias_adjoint_reset)."""
+    torch.manual_seed(1)
+    BT, C = 37, 11
+    x, w, b = (torch.randn(BT, C, dtype=dtype), torch.randn(OC, C, dtype=dtype),
+               torch.randn(OC, dtype=dtype))
+    outs, rec = MATMUL.run_forward((x, w, b), record=True)
+    g = torch.randn(BT, OC, dtype=dtype)
+    start = [torch.randn(BT, C, dtype=dtype), torch.randn(OC, C, dtype=dtype),
+             torch.randn(OC, dtype=dtype)]
+    adj = [t.clone() for t in start] + [g.clone()]
+    MATMUL.run_sweep(rec, adj)
+    tol = dict(rtol=1e-12, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outs[0], x @ w.T + b, **tol)
+    torch.testing.assert_close(adj[0], start[0] + g @ w, **tol)
+    torch.testing.assert_close(adj[1], start[1] + g.T @ x, **tol)
+    torch.testing.assert_close(adj[2], start[2] + g.sum(0), **tol)
+    assert torch.equal(adj[3], torch.zeros_like(g))

@@ -73,6 +73,24 @@ void matmul_bias_adjoint(const T* dout, T* db, int BT, int OC, bool assign) {
     }
 }
 
+// matmul_bias_adjoint (accumulating) and the reset of d out that the accumulating pullback ends
+// with, in one pass: each element of d out is added into d bias and zeroed as it is read (the
+// same blocks and order, so the same bits as the two passes; d out read once instead of twice).
+template <typename T>
+void matmul_bias_adjoint_reset(T* dout, T* db, int BT, int OC) {
+#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
+    for (int jb = 0; jb < OC; jb += 64) {
+        const int je = jb + 64 < OC ? jb + 64 : OC;
+        for (int i = 0; i < BT; i++) {
+            T* g = dout + static_cast<long>(i) * OC;
+            for (int j = jb; j < je; j++) {
+                db[j] += g[j];
+                g[j] = T(0);
+            }
+        }
+    }
+}
+
 // The same with a lower triangular a (tri, M == K; see matmul_strided_one): d a gets its lower
 // part only, d b the products with the lower part of a only; by blocks of rows as in the
 // forward, the strictly lower part through GEMMs; in the diagonal block, d a through a small
@@ -201,9 +219,11 @@ void matmul_forward_pullback(T* out, const T* inp, const T* weight, const T* bia
     if (BT <= 0 || OC <= 0) return;
     // the product out += inp (BT, C) @ weight^T, weight (OC, C)
     matmul_strided_adjoints(inp, weight, BT, OC, C, C, C, OC, 1, T(1), 0, matmul_single, _d_out, _d_inp, _d_weight, (T*)nullptr, false);
-    const bool many = static_cast<long>(BT) * OC >= 32768;  // worth a team of threads
-    if (_d_bias != nullptr && bias != nullptr) matmul_bias_adjoint(_d_out, _d_bias, BT, OC, false);
-#pragma omp parallel for if (many)
+    if (_d_bias != nullptr && bias != nullptr) {
+        matmul_bias_adjoint_reset(_d_out, _d_bias, BT, OC);  // d bias, and d out zeroed
+        return;
+    }
+#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
     for (int i = 0; i < BT; i++) {
         T* g = _d_out + static_cast<long>(i) * OC;
         for (int j = 0; j < OC; j++) g[j] = T(0);
