@@ -3,8 +3,8 @@
 Counts the values each non-GEMM pass of one forward + generated reverse sweep reads and writes,
 as the kernels are laid out today (csrc/kernels/gpt2.cpp: one pass per layer kernel, bias
 additions and d-bias reductions around the GEMMs, adjoints accumulated (read + write) and reset
-as they are read, the gradient buffer zero-filled), and measures the streaming bandwidth of this machine
-(torch copy / triad / fill over a working set the size of the demo arena) at 1 and at torch's
+as they are read, the gradient buffer zero-filled), and measures the streaming bandwidth of this
+machine (torch copy / triad / fill over a working set the size of the demo arena) at 1 and at torch's
 default thread count. traffic / bandwidth + the step's GEMM floor bounds what this design can
 reach (an optimistic bound for the larger models, whose activations outgrow that working set and
 stream at a lower rate); the GEMM floor + attention's causal products (attention_gflop) bounds

@@ -210,8 +210,11 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     ext = {}
     for p in inputs:
         row = rows.get(rv.adj_names[p.uid])
-        ext[p.uid] = row.extent if row is not None else None
-        nonneg = nonneg | set(row.nonneg if row is not None else ())
+        if row is None:
+            ext[p.uid] = None
+        else:
+            ext[p.uid] = row.extent
+            nonneg = nonneg | set(row.nonneg)
     return body, ext, tuple(sorted(nonneg))
 
 

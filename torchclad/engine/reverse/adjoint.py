@@ -271,16 +271,16 @@ class AdjointRules:
         for f in factors:
             if f not in distinct and self.act.expr_active(f):
                 distinct.append(f)
-        if all(factors.count(f) == 1 for f in distinct):
+        counts = [factors.count(f) for f in distinct]
+        if all(k == 1 for k in counts):
             return False
-        for f in distinct:
+        for f, k in zip(distinct, counts):
             rest = list(factors)
             rest.remove(f)
             prod = rest[0]
             for g in rest[1:]:
                 prod = mul(prod, g)
             term = mul(d, prod)
-            k = factors.count(f)
             if k > 1:
                 term = mul(ir.Cast(ir.Const(str(k), ir.INT), e.type, "fn"), term)
             self.backprop(f, term, out)

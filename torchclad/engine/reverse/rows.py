@@ -215,7 +215,8 @@ def placed(body: list, root: str, row: Row) -> bool:
 
 
 def _is_zeroing(s, marker: str) -> bool:
-    return isinstance(s, ir.Loop) and _counter(s) is not None and _counter(s).var.name == marker
+    d = _counter(s) if isinstance(s, ir.Loop) else None
+    return d is not None and d.var.name == marker
 
 
 def _counter(loop: ir.Loop) -> "ir.Decl | None":
