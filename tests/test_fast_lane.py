@@ -5,6 +5,7 @@ layernorm op on (..., C) inputs, and which generated sweeps count as restoring m
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 
 import pytest
@@ -140,3 +141,86 @@ def test_repeated_backward_same_gradients(make):
         for bufs in kop.buffers.zero.values():
             for b in bufs:
                 assert not b.any()
+
+
+def _fast(kop):
+    if kop.fast is None:
+        pytest.skip("no C++ lane: torchclad._C_dispatch or the CPU-specific kernels not built")
+    return kop.fast
+
+
+def test_cpp_lane_declines_what_is_not_plain_eager():
+    """KernelOp.__call__ tries the C++ lane first; it must decline (NotImplemented) under a
+    dispatch mode, a functorch transform and JIT tracing, and for a tensor subclass, so that
+    those calls still reach the custom op. A Parameter is a plain tensor."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fast = _fast(builtin_ops.gelu_op)
+    x = torch.randn(4, 8)
+    assert type(fast(x)) is torch.Tensor
+    assert type(fast(torch.nn.Parameter(x.clone()))) is torch.Tensor
+    seen = []
+
+    def inside(v):
+        seen.append(fast(v) is NotImplemented)
+        return v * 2
+
+    torch.func.vmap(inside)(x)
+    torch.func.grad(lambda v: inside(v).sum())(x)
+    torch.func.jvp(inside, (x,), (torch.ones_like(x),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.trace's own
+        torch.jit.trace(inside, (x,), check_trace=False)
+    assert seen == [True] * 4
+    with FakeTensorMode():
+        assert fast(torch.empty(4, 8)) is NotImplemented
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert fast(x.as_subclass(Sub)) is NotImplemented
+
+
+def test_ops_still_right_where_the_cpp_lane_declines():
+    """The same ops through the paths the C++ lane leaves to Python: vmap, forward AD, fake
+    tensors, a subclass."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op = builtin_ops.gelu_op
+    x = torch.randn(3, 8, dtype=torch.float64)
+    want = torch.nn.functional.gelu(x, approximate="tanh")
+    torch.testing.assert_close(torch.func.vmap(op)(x), want)
+    _, jvp = torch.func.jvp(op, (x,), (torch.ones_like(x),))
+    torch.testing.assert_close(jvp, torch.func.jvp(
+        lambda v: torch.nn.functional.gelu(v, approximate="tanh"), (x,), (torch.ones_like(x),))[1])
+    with FakeTensorMode():
+        assert op(torch.empty(3, 8)).shape == (3, 8)
+
+    class Sub(torch.Tensor):
+        pass
+
+    torch.testing.assert_close(op(x.as_subclass(Sub)).as_subclass(torch.Tensor), want)
+
+
+@pytest.mark.parametrize("make", [lambda: tnn.Linear(8, 6), lambda: tnn.LayerNorm(8)],
+                         ids=["linear", "layernorm"])
+def test_fast_lane_reads_a_parametrized_weight(make):
+    """The modules' fast lane reads parameters from _parameters; a parametrization (weight
+    moved out of it, behind a property) must still be what the layer uses."""
+    from torch.nn.utils import parametrize
+
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    m = make()
+    x = torch.randn(3, 8)
+    plain = m(x)
+    parametrize.register_parametrization(m, "weight", Double())
+    assert "weight" not in m._parameters
+    ref = make()
+    with torch.no_grad():
+        ref.weight.copy_(2 * m.parametrizations.weight.original)
+        ref.bias.copy_(m.bias)
+    torch.testing.assert_close(m(x), ref(x))
+    assert not torch.equal(m(x), plain)

@@ -326,6 +326,7 @@ def _spy_tied(monkeypatch):
 
     seen = []
     orig = tied._TiedEncoder.backward
+    monkeypatch.setattr(tied._TiedGrad, "min_elements", 0)  # the tiny model's wte too
 
     def backward(ctx, d_out):
         seen.append(ctx.tie.grad is not None)
@@ -401,6 +402,27 @@ def test_modular_tied_gradient_accumulates_and_retains(monkeypatch):
     torch.testing.assert_close(model.transformer.wpe.weight.grad,
                                ref.transformer.wpe.weight.grad, rtol=1e-10, atol=1e-12)
     assert len(seen) == 3
+
+
+def test_modular_tied_gradient_is_left_to_autograd_for_a_small_wte(monkeypatch):
+    """Below _TiedGrad.min_elements values of wte there is no hand-over: the encoder and the
+    lm_head are the plain ops, autograd adds their two gradients; the same gradients."""
+    from torchclad.nn.gpt2 import tied
+
+    seen = _spy_tied(monkeypatch)
+    cfg = tiny_config()
+    model, ref = make(cfg, False, torch.float64)
+    idx, tgt = batch(cfg, 2, 5)
+    monkeypatch.setattr(tied._TiedGrad, "min_elements", model.transformer.wte.weight.numel() + 1)
+    model(idx, tgt)[1].backward()
+    ref(idx, tgt)[1].backward()
+    assert seen == []
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+    monkeypatch.setattr(tied._TiedGrad, "min_elements", model.transformer.wte.weight.numel())
+    model.zero_grad(set_to_none=True)
+    model(idx, tgt)[1].backward()
+    assert seen == [True]
 
 
 def test_modular_tied_gradient_under_create_graph():

@@ -24,11 +24,14 @@
 // gradient of the gradient behaves as on the Python path.
 
 #include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
@@ -493,6 +496,19 @@ class KernelBackward : public Node {
 // ---------------------------------------------------------------------------------------------
 // The call
 
+// Plain eager: no Python dispatch mode (fake tensors, FX, opcheck), no functorch transform
+// (vmap, grad, jvp), no JIT tracing. These are the checks of torchclad.bridge.autograd.plain_call,
+// read here from the same thread-local state, so that the usual call never runs them in Python.
+// (A functorch transform is active while its dynamic-layer keys are in the thread's included
+// dispatch keys: what torch._C._are_functorch_transforms_active reads.)
+bool plain_eager() {
+  const auto included = c10::impl::tls_local_dispatch_key_set().included_;
+  return c10::impl::TorchDispatchModeTLS::stack_len() == 0 &&
+         !included.has(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) &&
+         !included.has(c10::DispatchKey::FuncTorchDynamicLayerBackMode) &&
+         !torch::jit::tracer::isTracing();
+}
+
 class KernelCall {
  public:
   explicit KernelCall(const py::dict& cfg) : spec_(std::make_shared<Spec>()) { configure(cfg); }
@@ -500,12 +516,15 @@ class KernelCall {
   py::object call(const py::args& args) {
     const Spec& s = *spec_;
     const size_t n = s.in_param.size();
-    if (args.size() != n) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    if (args.size() != n || !plain_eager())
+      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     std::vector<at::Tensor> ins;
     ins.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       PyObject* o = args[i].ptr();
-      if (!THPVariable_Check(o)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      // a Tensor or a Parameter; a subclass may mean something else (the Python path decides)
+      if (!THPVariable_CheckExact(o))
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
       ins.push_back(THPVariable_Unpack(o));
     }
     int scalar = 0;

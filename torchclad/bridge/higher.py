@@ -43,7 +43,12 @@ def needs_functions() -> bool:
     jvp): forward AD is on (a ``dual_level``), or a ``torch.func`` transform is active.
     torch has no public way to ask either: this reads ``forward_ad._current_level`` and
     ``torch._C._are_functorch_transforms_active``."""
-    return forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active()
+    return forward_ad_active() or torch._C._are_functorch_transforms_active()
+
+
+def forward_ad_active() -> bool:
+    """Whether forward AD is on (inside a ``dual_level``): ``forward_ad._current_level``."""
+    return forward_ad._current_level >= 0
 
 
 def compile_transform_error(qualname: str) -> RuntimeError:

@@ -234,17 +234,21 @@ class KernelOp:
         """The custom op, by the fast lane when that is plain eager autograd: in C++ when the
         kernel has a ``KernelCall`` (it declines what it does not take), else in Python; by
         the autograd.Function pair with a jvp under forward AD or a torch.func transform."""
+        fast = self.fast
+        # The usual call goes straight to C++, which declines (NotImplemented) under a dispatch
+        # mode, a functorch transform or tracing, for a tensor subclass, and for any input it
+        # does not take: the checks below then decide, and explain.
+        if (fast is not None and not torch.compiler.is_compiling()
+                and (self.higher is None or not higher.forward_ad_active())):
+            out = fast(*ins)
+            if out is not NotImplemented:
+                return out
         if self.higher is not None and higher.needs_functions():
             if torch.compiler.is_compiling():
                 raise higher.compile_transform_error(self.qualname)
             return self.higher.functions.op.apply(*ins)
         if torch.compiler.is_compiling() or not autograd.plain_call(ins):
             return self.overload(*ins)
-        fast = self.fast
-        if fast is not None:
-            out = fast(*ins)
-            if out is not NotImplemented:
-                return out
         if not (torch.is_grad_enabled() and any(t.requires_grad for t in ins)):
             outs, _ = self.run_forward(ins, record=False)
             return outs[0] if len(outs) == 1 else tuple(outs)

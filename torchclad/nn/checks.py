@@ -10,7 +10,7 @@ import torch
 from torchclad.bridge.kernel import dtype_name
 
 __all__ = ["check_input", "check_params_dtype", "params_dtype", "check_int32", "dtype_name",
-           "check_positive_int", "config_value", "factory_kwargs"]
+           "check_positive_int", "config_value", "factory_kwargs", "param", "usual"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -79,6 +79,32 @@ def params_dtype(owner: str, *named: tuple) -> torch.dtype | None:
     if dtype not in _FLOATING:
         return check_params_dtype(owner, *named)
     return dtype
+
+
+def param(module: torch.nn.Module, name: str) -> Any:
+    """``getattr(module, name)`` for a parameter (or None), read from ``module._parameters``.
+
+    ``torch.nn.Module`` finds a parameter by ``__getattr__``, after the ordinary lookup has
+    failed with an AttributeError: ~1 us a read, several per call of a small layer. A name not
+    in ``_parameters`` (a parametrization's property, a plain attribute) is read by getattr."""
+    ps = module._parameters
+    return ps[name] if name in ps else getattr(module, name)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def usual(x: Any, *params: Any) -> bool:
+    """The usual call, in a few attribute reads: ``x`` a plain (no subclass) float32 or float64
+    CPU tensor and every parameter (None: absent) one of its dtype on the CPU, outside
+    torch.compile. A module's fast lane; anything else takes its full checks, which explain."""
+    if type(x) not in _PLAIN or x.dtype not in _FLOATING or not x.is_cpu:
+        return False
+    dtype = x.dtype
+    for p in params:
+        if p is not None and (p.dtype is not dtype or not p.is_cpu):
+            return False
+    return not torch.compiler.is_compiling()
 
 
 def check_int32(owner: str, what: str, n: int) -> None:

@@ -13,7 +13,9 @@ import torch
 from torch.nn import Parameter
 
 from ..builtin import ops as builtin_ops
-from .checks import check_input, check_int32, factory_kwargs, params_dtype
+from .checks import check_input, check_int32, factory_kwargs, param, params_dtype, usual
+
+_INT32_MAX = 2**31 - 1
 
 
 class Linear(torch.nn.Module):
@@ -50,7 +52,18 @@ class Linear(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        dtype = params_dtype("Linear", ("weight", self.weight), ("bias", self.bias))
+        w, b = param(self, "weight"), param(self, "bias")
+        C = self.in_features
+        if usual(input, w, b) and input.dim() >= 1 and input.shape[-1] == C and C > 0:
+            rows = input.numel() // C
+            if rows * max(C, self.out_features) <= _INT32_MAX:
+                out = builtin_ops.matmul_op(input.reshape(rows, C), w,
+                                            b if b is not None else builtin_ops.none_tensor(w))
+                return out.reshape(*input.shape[:-1], self.out_features)
+        return self._forward_checked(input, w, b)
+
+    def _forward_checked(self, input: torch.Tensor, w, b) -> torch.Tensor:
+        dtype = params_dtype("Linear", ("weight", w), ("bias", b))
         check_input("Linear", input, dtype=dtype, min_dim=1)
         if input.shape[-1] != self.in_features:
             raise ValueError(f"Linear: input's last dimension is {input.shape[-1]}, expected "
@@ -59,8 +72,8 @@ class Linear(torch.nn.Module):
         rows = math.prod(lead)
         check_int32("Linear", "the number of input / output elements",
                     rows * max(self.in_features, self.out_features))
-        bias = self.bias if self.bias is not None else builtin_ops.none_tensor(self.weight)
-        out = builtin_ops.matmul_op(input.reshape(rows, self.in_features), self.weight, bias)
+        bias = b if b is not None else builtin_ops.none_tensor(w)
+        out = builtin_ops.matmul_op(input.reshape(rows, self.in_features), w, bias)
         return out.reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:

@@ -8,7 +8,9 @@ from typing import Optional
 import torch
 
 from ..builtin import ops as builtin_ops
-from .checks import check_input, check_int32, dtype_name
+from .checks import check_input, check_int32, dtype_name, usual
+
+_INT32_MAX = 2**31 - 1
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -61,6 +63,20 @@ class CrossEntropyLoss(torch.nn.Module):
         self.label_smoothing = 0.0
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        # The usual call -- (N, C) logits, (N) int64 targets, every one a class and none
+        # ignore_index -- checked in a few reads and one pass over the targets; anything else
+        # takes the full path below, which explains what is wrong.
+        if (usual(input) and input.dim() == 2 and type(target) is torch.Tensor
+                and target.dtype is torch.int64 and target.is_cpu and target.dim() == 1):
+            N, C = input.shape
+            if (N > 0 and target.shape[0] == N and not 0 <= self.ignore_index < C
+                    and N * C <= _INT32_MAX
+                    and builtin_ops.first_out_of_range(target, 0, C) is None):
+                return self._reduce(builtin_ops.crossentropy_op(input, target.contiguous()),
+                                    (N,), N)
+        return self._forward_checked(input, target)
+
+    def _forward_checked(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         check_input("CrossEntropyLoss", input, min_dim=1)
         if not isinstance(target, torch.Tensor):
             raise TypeError(f"CrossEntropyLoss: target must be a tensor of int64 class indices, "
@@ -94,12 +110,18 @@ class CrossEntropyLoss(torch.nn.Module):
         targets = builtin_ops.checked(target.reshape(rows), C, self.ignore_index,
                                    "CrossEntropyLoss")
         losses = builtin_ops.crossentropy_op(logits, targets)
+        return self._reduce(losses, want, None if self.reduction != "mean" else
+                            (targets >= 0).sum().to(losses.dtype))
+
+    def _reduce(self, losses: torch.Tensor, shape: tuple, count) -> torch.Tensor:
+        """The reduction of the per-row ``losses``: ``shape`` for "none", the sum, or the sum
+        over ``count`` (the targets not ignored: an int, or a tensor of the losses' dtype)."""
         if self.reduction == "none":
-            return losses.reshape(want)
+            return losses.reshape(shape)
         total = losses.sum()
         if self.reduction == "sum":
             return total
-        return total / (targets >= 0).sum().to(losses.dtype)
+        return total / count
 
     def extra_repr(self) -> str:
         return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"

@@ -9,10 +9,8 @@ import torch
 from torch.nn import Parameter
 
 from ..builtin import ops as builtin_ops
-from .checks import check_input, check_int32, factory_kwargs, params_dtype
+from .checks import check_input, check_int32, factory_kwargs, param, params_dtype, usual
 
-_PLAIN = (torch.Tensor, Parameter)
-_FLOATING = (torch.float32, torch.float64)
 _INT32_MAX = 2**31 - 1
 
 
@@ -61,12 +59,11 @@ class LayerNorm(torch.nn.Module):
             torch.nn.init.zeros_(self.bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        w, b = self.weight, self.bias
+        w, b = param(self, "weight"), param(self, "bias")
         # The usual call, checked in a few attribute reads (the op checks again); anything else
         # takes the full checks below, which explain what is wrong.
-        if (type(input) in _PLAIN and w is not None and not torch.compiler.is_compiling() and b is not None
-                and len(self.normalized_shape) == 1 and input.dtype is w.dtype is b.dtype
-                and input.dtype in _FLOATING and input.is_cpu and w.is_cpu and b.is_cpu
+        if (w is not None and b is not None and usual(input, w, b)
+                and len(self.normalized_shape) == 1
                 and input.dim() >= 1 and input.shape[-1] == self.normalized_shape[0]
                 and input.numel() <= _INT32_MAX):
             return builtin_ops.layernorm_kernel_op(self.eps)(input, w, b)[0]

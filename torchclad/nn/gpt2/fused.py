@@ -139,13 +139,14 @@ class Fused:
         return [p for p, _, _ in self.slots]
 
     def pack(self, model: Any) -> None:
-        """(Re)build the flat buffer from the model's parameters; each becomes a view of it."""
+        """(Re)build the flat buffer from the model's parameters; each becomes a view of it.
+        Checks them first (dtype, device: the model's forward leaves that to this)."""
+        named = dict(model.named_parameters())
+        dtype = check_params_dtype("GPT2", *named.items())
         if model.lm_head.weight is not model.transformer.wte.weight:
             raise RuntimeError("GPT2(fused=True): lm_head.weight is no longer tied to "
                                "transformer.wte.weight; the fused kernel computes the lm_head "
                                "with wte. Re-tie them or use fused=False")
-        named = dict(model.named_parameters())
-        dtype = check_params_dtype("GPT2", *named.items())
         flat = torch.zeros(self.total, dtype=dtype)
         slots = []
         for name, shape, off in self.layout:

@@ -130,10 +130,24 @@ class GPT2(torch.nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None):
         B, T = self._check_inputs(idx, targets)
-        # the parameters' dtype and device, named here rather than by the first kernel's op
-        check_params_dtype("GPT2", *self.named_parameters())
         if self._fused is not None:
+            # every parameter a view of the fused buffer, else re-packed, which checks them all
             return self._fused.forward(self, idx, targets)
+        if torch.compiler.is_compiling():
+            # the parameters' dtype and device, named here rather than by the first kernel
+            check_params_dtype("GPT2", *self.named_parameters())
+            return self._forward_modular(idx, targets, B, T)
+        try:
+            return self._forward_modular(idx, targets, B, T)
+        except (TypeError, ValueError, RuntimeError):
+            # Every layer checks its own parameters (walking all of them before each step
+            # costs ~50 us); when a layer refuses, the model's parameter at fault, if any, is
+            # named here by its full name, the layer's error chained.
+            check_params_dtype("GPT2", *self.named_parameters())
+            raise
+
+    def _forward_modular(self, idx: torch.Tensor, targets: Optional[torch.Tensor], B: int,
+                         T: int):
         tr = self.transformer
         x, head = tied.encode(self, idx.to(torch.int64).contiguous())
         for block in tr.h:
