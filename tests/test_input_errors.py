@@ -247,3 +247,15 @@ def _same_shape(x):
 
 def _numel(x):
     return x.numel()
+
+
+def test_gpt2_names_the_parameter_a_layer_refuses():
+    """The modular model does not walk its parameters before each step: the layer that refuses
+    a parameter makes it name that parameter by its full name, the layer's error the cause."""
+    m = tnn.GPT2(GCFG, fused=False)
+    fc = m.transformer.h[0].mlp.c_fc
+    fc.weight.data = fc.weight.data.double()
+    with raises_naming(TypeError, "GPT2:", "parameters mix",
+                       "transformer.h.0.mlp.c_fc.weight") as e:
+        m(torch.zeros(1, 3, dtype=torch.int64))
+    assert "Linear:" in str(e.value.__cause__)

@@ -139,11 +139,14 @@ class GPT2(torch.nn.Module):
             return self._forward_modular(idx, targets, B, T)
         try:
             return self._forward_modular(idx, targets, B, T)
-        except (TypeError, ValueError, RuntimeError):
+        except (TypeError, ValueError, RuntimeError) as err:
             # Every layer checks its own parameters (walking all of them before each step
             # costs ~50 us); when a layer refuses, the model's parameter at fault, if any, is
-            # named here by its full name, the layer's error chained.
-            check_params_dtype("GPT2", *self.named_parameters())
+            # named here by its full name, caused by the layer's error.
+            try:
+                check_params_dtype("GPT2", *self.named_parameters())
+            except (TypeError, ValueError) as named:
+                raise named from err
             raise
 
     def _forward_modular(self, idx: torch.Tensor, targets: Optional[torch.Tensor], B: int,
