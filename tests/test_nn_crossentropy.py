@@ -124,3 +124,18 @@ def test_opcheck():
     for dtype in (torch.float32, torch.float64):
         x = torch.randn(4, 6, dtype=dtype, requires_grad=True)
         torch.library.opcheck(builtin_ops.crossentropy, (x, torch.tensor([5, -1, 0, 2])))
+
+
+def test_targets_batched_by_vmap_and_traced():
+    """The module's fast lane checks the targets by reading their values; under vmap (targets
+    batched too) and make_fx that read is the checked_indices op instead, as on the full path."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.randn(3, 4, 6, dtype=torch.float64)
+    t = torch.tensor([[0, 1, 5, 2], [3, 3, 0, 1], [5, 4, 2, 0]])
+    for reduction in ("mean", "sum", "none"):
+        got = torch.func.vmap(tnn.CrossEntropyLoss(reduction=reduction))(x, t)
+        want = torch.func.vmap(torch.nn.CrossEntropyLoss(reduction=reduction))(x, t)
+        torch.testing.assert_close(got, want)
+    graph = make_fx(tnn.CrossEntropyLoss(), tracing_mode="fake")(x[0], t[0])
+    torch.testing.assert_close(graph(x[1], t[1]), torch.nn.functional.cross_entropy(x[1], t[1]))

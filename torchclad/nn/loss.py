@@ -7,6 +7,7 @@ from typing import Optional
 
 import torch
 
+from ..bridge.autograd import plain_call
 from ..builtin import ops as builtin_ops
 from .checks import check_input, check_int32, dtype_name, usual
 
@@ -65,9 +66,11 @@ class CrossEntropyLoss(torch.nn.Module):
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         # The usual call -- (N, C) logits, (N) int64 targets, every one a class and none
         # ignore_index -- checked in a few reads and one pass over the targets; anything else
-        # takes the full path below, which explains what is wrong.
+        # takes the full path below, which explains what is wrong. The pass reads values: not
+        # under a transform or a dispatch mode (plain_call), where the check is an op.
         if (usual(input) and input.dim() == 2 and type(target) is torch.Tensor
-                and target.dtype is torch.int64 and target.is_cpu and target.dim() == 1):
+                and target.dtype is torch.int64 and target.is_cpu and target.dim() == 1
+                and plain_call((input, target))):
             N, C = input.shape
             if (N > 0 and target.shape[0] == N and not 0 <= self.ignore_index < C
                     and N * C <= _INT32_MAX
