@@ -224,3 +224,17 @@ def test_fast_lane_reads_a_parametrized_weight(make):
         ref.bias.copy_(m.bias)
     torch.testing.assert_close(m(x), ref(x))
     assert not torch.equal(m(x), plain)
+
+
+def test_fast_lane_under_functional_call():
+    """torch.func.functional_call swaps the tensors in _parameters: the fast lane, which reads
+    them there, computes with the swapped ones."""
+    x = torch.randn(2, 4, dtype=torch.float64)
+    w, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    lin = tnn.Linear(4, 3).double()
+    torch.testing.assert_close(torch.func.functional_call(lin, {"weight": w, "bias": b}, (x,)),
+                               x @ w.T + b)
+    ln = tnn.LayerNorm(4).double()
+    torch.testing.assert_close(
+        torch.func.functional_call(ln, {"weight": w[0], "bias": w[1]}, (x,)),
+        torch.nn.functional.layer_norm(x, (4,), w[0], w[1]))
