@@ -10,9 +10,10 @@ import torch
 from torchclad.bridge.kernel import dtype_name
 
 __all__ = ["check_input", "check_params_dtype", "params_dtype", "check_int32", "dtype_name",
-           "check_positive_int", "config_value", "factory_kwargs", "param", "usual"]
+           "check_positive_int", "config_value", "factory_kwargs", "param", "usual", "INT32_MAX"]
 
-_INT32_MAX = 2**31 - 1
+#: the most elements the kernels address (they index with 32-bit ints)
+INT32_MAX = 2**31 - 1
 
 
 def check_input(owner: str, x: Any, *, name: str = "input", dtype: torch.dtype | None = None,
@@ -109,7 +110,7 @@ def usual(x: Any, *params: Any) -> bool:
 
 def check_int32(owner: str, what: str, n: int) -> None:
     """The kernels index with 32-bit ints: refuse sizes they cannot address."""
-    if isinstance(n, int) and n > _INT32_MAX:
+    if isinstance(n, int) and n > INT32_MAX:
         raise ValueError(f"{owner}: {what} is {n}, above the kernels' limit of 2**31 - 1 "
                          "elements; split the batch")
 

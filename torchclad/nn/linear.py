@@ -15,8 +15,6 @@ from torch.nn import Parameter
 from ..builtin import ops as builtin_ops
 from .checks import check_input, check_int32, factory_kwargs, param, params_dtype, usual
 
-_INT32_MAX = 2**31 - 1
-
 
 class Linear(torch.nn.Module):
     """``y = x @ weight.T + bias``, like :class:`torch.nn.Linear` (same arguments, init, state).
@@ -53,21 +51,10 @@ class Linear(torch.nn.Module):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         w, b = param(self, "weight"), param(self, "bias")
-        C = self.in_features
-        if usual(input, w, b) and input.dim() >= 1 and input.shape[-1] == C and C > 0:
-            rows = input.numel() // C
-            if rows * max(C, self.out_features) <= _INT32_MAX:
-                out = builtin_ops.matmul_op(input.reshape(rows, C), w,
-                                            b if b is not None else builtin_ops.none_tensor(w))
-                return out.reshape(*input.shape[:-1], self.out_features)
-        return self._forward_checked(input, w, b)
-
-    def _forward_checked(self, input: torch.Tensor, w, b) -> torch.Tensor:
-        dtype = params_dtype("Linear", ("weight", w), ("bias", b))
-        check_input("Linear", input, dtype=dtype, min_dim=1)
-        if input.shape[-1] != self.in_features:
-            raise ValueError(f"Linear: input's last dimension is {input.shape[-1]}, expected "
-                             f"in_features = {self.in_features} (input shape {tuple(input.shape)})")
+        # The usual call is checked in a few reads; anything else takes the full checks, which
+        # explain what is wrong.
+        if not (usual(input, w, b) and input.dim() >= 1 and input.shape[-1] == self.in_features):
+            self._check(input, w, b)
         lead = input.shape[:-1]
         rows = math.prod(lead)
         check_int32("Linear", "the number of input / output elements",
@@ -75,6 +62,13 @@ class Linear(torch.nn.Module):
         bias = b if b is not None else builtin_ops.none_tensor(w)
         out = builtin_ops.matmul_op(input.reshape(rows, self.in_features), w, bias)
         return out.reshape(*lead, self.out_features)
+
+    def _check(self, input: torch.Tensor, w, b) -> None:
+        dtype = params_dtype("Linear", ("weight", w), ("bias", b))
+        check_input("Linear", input, dtype=dtype, min_dim=1)
+        if input.shape[-1] != self.in_features:
+            raise ValueError(f"Linear: input's last dimension is {input.shape[-1]}, expected "
+                             f"in_features = {self.in_features} (input shape {tuple(input.shape)})")
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

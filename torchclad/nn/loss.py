@@ -9,9 +9,7 @@ import torch
 
 from ..bridge.autograd import plain_call
 from ..builtin import ops as builtin_ops
-from .checks import check_input, check_int32, dtype_name, usual
-
-_INT32_MAX = 2**31 - 1
+from .checks import INT32_MAX, check_input, check_int32, dtype_name, usual
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -73,7 +71,7 @@ class CrossEntropyLoss(torch.nn.Module):
                 and plain_call((input, target))):
             N, C = input.shape
             if (N > 0 and target.shape[0] == N and not 0 <= self.ignore_index < C
-                    and N * C <= _INT32_MAX
+                    and N * C <= INT32_MAX
                     and builtin_ops.first_out_of_range(target, 0, C) is None):
                 return self._reduce(builtin_ops.crossentropy_op(input, target.contiguous()),
                                     (N,), N)

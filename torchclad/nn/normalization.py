@@ -9,9 +9,7 @@ import torch
 from torch.nn import Parameter
 
 from ..builtin import ops as builtin_ops
-from .checks import check_input, check_int32, factory_kwargs, param, params_dtype, usual
-
-_INT32_MAX = 2**31 - 1
+from .checks import INT32_MAX, check_input, check_int32, factory_kwargs, param, params_dtype, usual
 
 
 class LayerNorm(torch.nn.Module):
@@ -65,7 +63,7 @@ class LayerNorm(torch.nn.Module):
         if (w is not None and b is not None and usual(input, w, b)
                 and len(self.normalized_shape) == 1
                 and input.dim() >= 1 and input.shape[-1] == self.normalized_shape[0]
-                and input.numel() <= _INT32_MAX):
+                and input.numel() <= INT32_MAX):
             return builtin_ops.layernorm_kernel_op(self.eps)(input, w, b)[0]
         return self._forward_checked(input)
 
