@@ -131,6 +131,38 @@ def test_dtype_change_and_assign_load_repack():
     torch.testing.assert_close(model(idx, tgt)[1], other(idx, tgt)[1], rtol=1e-12, atol=1e-12)
 
 
+def test_replaced_module_or_parameter_repacks():
+    """After a step, a replaced submodule or Parameter is packed again before the next one: the
+    fused model computes with the new parameters and gives them their gradients."""
+    cfg = tiny_config()
+    model, ref = make(cfg, True, torch.float64)
+    idx, tgt = batch(cfg, 2, 5)
+    model(idx, tgt)[1].backward()
+    torch.manual_seed(3)
+    ln = type(model.transformer.h[0].ln_1)(cfg.n_embd, dtype=torch.float64)
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-0.5, 0.5)
+    bias = torch.nn.Parameter(torch.rand(cfg.n_embd, dtype=torch.float64))
+    model.transformer.h[0].ln_1 = ln
+    model.transformer.ln_f.bias = bias
+    with torch.no_grad():
+        ref.transformer.h[0].ln_1.weight.copy_(ln.weight)
+        ref.transformer.h[0].ln_1.bias.copy_(ln.bias)
+        ref.transformer.ln_f.bias.copy_(bias)
+    model.zero_grad(set_to_none=True)
+    loss = model(idx, tgt)[1]
+    loss.backward()
+    ref_loss = ref(idx, tgt)[1]
+    ref_loss.backward()
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-12, atol=1e-12)
+    packed = [p for p, _, _ in model._fused.slots]
+    assert any(p is bias for p in packed) and any(p is ln.weight for p in packed)
+    for k, g in grads(ref).items():
+        torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
+    assert ln.weight.grad is not None and bias.grad is not None
+
+
 def test_untied_head_is_refused():
     cfg = tiny_config()
     model = GPT2(cfg, fused=True)
