@@ -29,7 +29,10 @@ torch's default) sets OMP_NUM_THREADS / MKL_NUM_THREADS before torch loads.
 
 Memory in the ``finish`` answer: ``rss_peak_mb`` (ru_maxrss: torch import, setup, compilation and
 the steps), ``rss_base_mb`` (resident at ``reset``), ``rss_step_peak_mb`` (VmHWM since ``reset``:
-the timed steps' high-water mark).
+the timed steps' high-water mark); ``minflt_per_step``: the minor page faults of the process
+per timed step since ``reset`` (fresh pages the allocator got from the kernel: glibc returns
+freed memory at the top of its heap once it exceeds its trim threshold, so whether a step
+faults can depend on the process's allocation history more than on the code).
 """
 
 from __future__ import annotations
@@ -228,11 +231,13 @@ def serve(case) -> None:
     import torch
 
     base_kb = None
+    faults0, steps = None, 0
     for line in sys.stdin:
         cmd, *arg = line.split()
         if cmd == "step":
             k = int(arg[0]) if arg else 1
             runs = [case.step() for _ in range(k)]
+            steps += k
             _reply({p: [sum(r[p][0] for r in runs) / k, sum(r[p][1] for r in runs) / k]
                     for p in runs[0]})
         elif cmd == "warmup":
@@ -248,10 +253,14 @@ def serve(case) -> None:
                 base_kb = _status_kb("VmRSS")
             except OSError:
                 base_kb = None
+            faults0, steps = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, 0
             _reply({"rss_mb": (base_kb or 0) / 1024})
         elif cmd == "finish":
             out = {"rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                    "threads": torch.get_num_threads(), **case.facts()}
+            if faults0 is not None and steps:
+                faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
+                out["minflt_per_step"] = faults / steps
             if base_kb is not None:
                 out["rss_base_mb"] = base_kb / 1024
                 out["rss_step_peak_mb"] = (_status_kb("VmHWM") or 0) / 1024

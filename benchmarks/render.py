@@ -134,13 +134,17 @@ def components_table(sec: dict) -> str:
         size = next((x.get("size") for x in (e, t, c) if x and x.get("size")), "")
         rss = " / ".join(f"{x['rss_peak_mb']:.0f}" if x and x.get("rss_peak_mb") else "–"
                          for x in (e, t, c))
+        faults = " / ".join(f"{x['minflt_per_step']:.0f}" if x and "minflt_per_step" in x
+                            else "–" for x in (e, t, c))
         out.append([case, size, _cell(e, "fwd_bwd"), _cell(t, "fwd_bwd"), _cell(c, "fwd_bwd"),
                     _rel_cell(t, e, "fwd_bwd"), _rel_cell(c, e, "fwd_bwd"),
                     _rel_cell(t, e, "forward"), _rel_cell(t, e, "backward"),
-                    f"{c['first_call_s']:.1f}" if c and c.get("status") == "ok" else "–", rss])
+                    f"{c['first_call_s']:.1f}" if c and c.get("status") == "ok" else "–", rss,
+                    faults])
     head = ["component", "size", "eager ms", "torchclad ms", "compile ms",
             "**torchclad / eager**", "compile / eager", "fwd: torchclad / eager",
-            "bwd: torchclad / eager", "compile 1st call s", "peak RSS MB (eager / tc / compile)"]
+            "bwd: torchclad / eager", "compile 1st call s", "peak RSS MB (eager / tc / compile)",
+            "page faults / step (eager / tc / compile)"]
     notes = _notes(rows, "case")
     return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
 
@@ -380,7 +384,11 @@ _INTROS = {
         "module, fwd+bwd with an input that requires grad; one process per implementation, "
         "interleaved (`benchmarks/bench_components.py`); *compile 1st call* includes "
         "compilation (with whatever the inductor cache already holds). Eager attention is "
-        "`F.scaled_dot_product_attention(is_causal=True)`. Ratio > 1: slower than eager.",
+        "`F.scaled_dot_product_attention(is_causal=True)`. Ratio > 1: slower than eager. "
+        "*page faults / step*: the process's minor page faults per timed step, fresh pages "
+        "from the kernel (glibc hands freed memory at the top of its heap back once it "
+        "exceeds a threshold it adapts to the process's history: a process can fault on "
+        "every step or never with the same code, and a faulting one is slower).",
     "gpt2":
         "Forward + backward of three GPT-2 models: the `make demo` size (2 layers, 4 heads, "
         "128 channels, vocabulary 56, B16 T64), nanoGPT's shakespeare-char configuration "
