@@ -81,7 +81,22 @@ GATHER = textwrap.dedent("""
         for (int i = 0; i < C; i++) out[n * C + i] = table[idx[n] * C + i] * table[idx[n] * C + i];
     }""")
 
-TEMPLATES = ELEMENTWISE + ROWS + SCALE + PROD + GATHER
+# a branch on a parameter the kernel never writes (a null bias), inside a parallel loop: the
+# reverse tests the pointer again instead of taping the branch taken per iteration
+NULL_BIAS = textwrap.dedent("""
+    template <typename T>
+    void guarded(T* out, const T* inp, const T* bias, int B, int C) {
+      #pragma omp parallel for
+      for (int b = 0; b < B; b++) {
+        for (int i = 0; i < C; i++) {
+          T y = inp[b * C + i] * inp[b * C + i];
+          if (bias != nullptr) y += bias[i] * inp[b * C + i];
+          out[b * C + i] = y;
+        }
+      }
+    }""")
+
+TEMPLATES = ELEMENTWISE + ROWS + SCALE + PROD + GATHER + NULL_BIAS
 
 
 CORPUS = ("omp_step", "omp_collapse", "omp_collapse3", "fission_rows")   # double only
@@ -185,6 +200,19 @@ def test_recording_forward_stays_parallel_with_per_iteration_records():
     assert "#pragma omp parallel for" in forw and ".record(" in forw and ".save(_tape)" in forw
     assert "#pragma omp parallel for" in sweep and ".replay(" in sweep
     assert not warned
+
+
+def test_a_branch_on_an_unwritten_parameter_is_tested_again_not_taped():
+    d, warned = _derive(NULL_BIAS, "guarded", "inp, bias")
+    forw, sweep = _forw(d.code, "guarded"), _sweep(d.code, "guarded")
+    assert "_tape" not in forw.split("{", 1)[1] and ".record(" not in forw
+    assert "if (bias != nullptr)" in sweep and "pop<bool>" not in sweep
+    assert "#pragma omp parallel for" in forw and "#pragma omp parallel for" in sweep
+    assert not warned
+    # a parameter the function writes: its branch is taped as before
+    written = NULL_BIAS.replace("#pragma omp", "if (C > 4) C = 4;\n      #pragma omp")
+    d, _ = _derive(written.replace("bias != nullptr", "C > 2"), "guarded", "inp, bias")
+    assert "pop<bool>" in _sweep(d.code, "guarded")
 
 
 def test_collapse_and_step():
@@ -322,7 +350,7 @@ def mod():
         engine = Engine(TEMPLATES, "omp.cpp")
         derivs = [engine.derive("act", "inp"), engine.derive("rows", "inp, w, bias"),
                   engine.derive("scale", "inp, a"), engine.derive("prod", "inp"),
-                  engine.derive("gather", "table")]
+                  engine.derive("gather", "table"), engine.derive("guarded", "inp, bias")]
         corpus = [Engine(src, f"{name}.cpp").derive(name, CORPUS_WRT.get(name, "inp"))
                   for src, name in ((STEP, "omp_step"), (COLLAPSE, "omp_collapse"),
                                     (COLLAPSE3, "omp_collapse3"), (FISSION, "fission_rows"))]
@@ -381,6 +409,8 @@ def _cases(dtype):
         "fission_rows": (dict(y=torch.zeros(Bp * Tp * 7, dtype=dtype), x=r(Bp * Tp * Cp),
                               w=r(7 * Cp), b=r(7), N=Bp, T=Tp, C=Cp, O=7), ["y"],
                          ["x", "w", "b"], ()),
+        "guarded": (dict(out=torch.zeros(B * C, dtype=dtype), inp=r(B * C), bias=r(C), B=B,
+                         C=C), ["out"], ["inp", "bias"], ()),
         "gather": (dict(out=torch.zeros(40 * 3, dtype=dtype),
                         idx=torch.randint(0, 6, (40,), generator=g), table=r(6 * 3), N=40, C=3),
                    ["out"], ["table"], ()),
@@ -410,6 +440,9 @@ def _reference(name, args, seeds):
         f = torch.tanh(dots) if name == "omp_collapse" else dots * dots
         acc = (f * mask).sum(-1)                                # (B, H, T)
         y = (acc if name == "omp_collapse" else acc.permute(0, 2, 1)).reshape(-1)
+    elif name == "guarded":
+        x = a["inp"].view(a["B"], a["C"])
+        y = (x * x + (a["bias"] * x if a["bias"] is not None else 0)).reshape(-1)
     elif name == "gather":
         rows = a["table"].view(-1, a["C"])[a["idx"]]
         y = (rows * rows).reshape(-1)
@@ -422,7 +455,8 @@ def _reference(name, args, seeds):
     return a
 
 
-@pytest.mark.parametrize("name", ["act", "rows", "prod", "gather", "omp_step", "omp_collapse",
+@pytest.mark.parametrize("name", ["act", "rows", "prod", "gather", "guarded", "omp_step",
+                                  "omp_collapse",
                                   "omp_collapse3", "fission_rows"])
 @pytest.mark.parametrize("split", [False, True], ids=["pullback", "split"])
 def test_gradients_match_torch_and_are_bit_identical_across_threads(mod, name, split):
@@ -481,3 +515,20 @@ def test_rows_without_bias(mod):
     ref = _reference("rows", args, {"out": seed})
     torch.testing.assert_close(adj["w"], ref["w"].grad)
     torch.testing.assert_close(adj["inp"], ref["inp"].grad)
+
+
+def test_guarded_without_bias(mod):
+    """The untaped branch with a null bias: the reverse skips the bias's adjoint (null too)."""
+    args, outs, wrt, _ = _cases(torch.float64)["guarded"]
+    args["bias"] = None
+    d_inp = torch.zeros_like(args["inp"])
+    seed = torch.randn(args["out"].numel(), dtype=torch.float64)
+    d_out = seed.clone()                                     # the sweep zeroes it
+    tape = mod["guarded"].Tape()
+    m = mod["guarded"]
+    m.guarded_reverse_forw_f64(args["out"].data_ptr(), args["inp"].data_ptr(), 0, args["B"],
+                               args["C"], tape)
+    m.guarded_reverse_sweep_f64(args["out"].data_ptr(), args["inp"].data_ptr(), 0, args["B"],
+                                args["C"], d_inp.data_ptr(), 0, d_out.data_ptr(), tape)
+    ref = _reference("guarded", args, {"out": seed})
+    torch.testing.assert_close(d_inp, ref["inp"].grad)

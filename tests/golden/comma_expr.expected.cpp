@@ -4,23 +4,21 @@ void comma_expr_pullback(double a, double b, double c, double _d_y, double* _d_a
     double t = a * b;
     _tape.push(b);
     b = c * t;
-    bool _t0 = c > 0;
-    if (_t0) {
+    if (c > 0) {
         _tape.push(t);
         t = t * a;
     } else {
         _tape.push(t);
         t = -t;
     }
-    _tape.push(_t0);
     double u = t;
     bool _cond0 = t > 0;
-    bool _t1 = _cond0;
-    if (_t1) {
+    bool _t0 = _cond0;
+    if (_t0) {
         u += b * b;
         _cond0 = u > 0;
     }
-    _tape.push(_t1);
+    _tape.push(_t0);
     bool ok = _cond0;
     _tape.push(a);
     a = a * c;
@@ -39,7 +37,7 @@ void comma_expr_pullback(double a, double b, double c, double _d_y, double* _d_a
         _dl_b += double(2) * (_d_u * b);
     }
     _d_t += _d_u;
-    if (_tape.pop<bool>()) {
+    if (c > 0) {
         double _r_d1 = _d_t;
         _d_t = 0;
         t = _tape.pop<double>();
@@ -71,23 +69,21 @@ double comma_expr_reverse_forw(double a, double b, double c, torchclad::Tape& _t
     double t = a * b;
     _tape.push(b);
     b = c * t;
-    bool _t0 = c > 0;
-    if (_t0) {
+    if (c > 0) {
         _tape.push(t);
         t = t * a;
     } else {
         _tape.push(t);
         t = -t;
     }
-    _tape.push(_t0);
     double u = t;
     bool _cond0 = t > 0;
-    bool _t1 = _cond0;
-    if (_t1) {
+    bool _t0 = _cond0;
+    if (_t0) {
         u += b * b;
         _cond0 = u > 0;
     }
-    _tape.push(_t1);
+    _tape.push(_t0);
     bool ok = _cond0;
     _tape.push(a);
     a = a * c;
@@ -119,7 +115,7 @@ void comma_expr_reverse_sweep(double a, double b, double c, double _d_y, double*
         _dl_b += double(2) * (_d_u * b);
     }
     _d_t += _d_u;
-    if (_tape.pop<bool>()) {
+    if (c > 0) {
         double _r_d1 = _d_t;
         _d_t = 0;
         t = _tape.pop<double>();

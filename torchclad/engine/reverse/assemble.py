@@ -222,7 +222,7 @@ class Assembler:
         if isinstance(s, ir.If):
             then = ir.Block(tuple(self.fwd_block(s.then, p + (0,))))
             other = ir.Block(tuple(self.fwd_block(s.other, p + (1,))))
-            if not self._has_reverse(s, p):
+            if not self._has_reverse(s, p) or self._invariant(s.cond):
                 return [ir.If(s.cond, then, other, s.loc)]
             c = self.names.fresh(names.SAVED_PREFIX, ir.BOOL)
             return [ir.Decl(c, s.cond, (), s.loc), ir.If(c, then, other, s.loc), ir.TapePush(c)]
@@ -348,6 +348,21 @@ class Assembler:
             return bool(self.rev_block(s.then, p + (0,)) or self.rev_block(s.other, p + (1,)))
         return bool(self.rev_stmt(s, p))
 
+    def _invariant(self, cond) -> bool:
+        """cond reads no memory and only parameters the function never assigns (e.g.
+        `weight != nullptr`): it has one value throughout, so the reverse evaluates it again
+        instead of taping a flag per execution (a tape record per iteration of a loop)."""
+        f = self.rv.facts
+        for x in ir.walk_expr(cond):
+            if isinstance(x, ir.Var):
+                k = ("var", x.uid)
+                if x.uid not in f.params or k in f.assigned or k in f.address_taken:
+                    return False
+            elif not (isinstance(x, (ir.Const, ir.Binary, ir.Cast, ir.Cond))
+                      or (isinstance(x, ir.Unary) and x.op not in ("*", "&"))):
+                return False
+        return True
+
     def _loop_has_reverse(self, s: ir.Loop, p) -> bool:
         if self.rev_block(s.body, p + (1,)):
             return True
@@ -370,7 +385,8 @@ class Assembler:
             other = self.rev_block(s.other, p + (1,))
             if not then and not other:
                 return []
-            return [ir.If(ir.TapePop(ir.BOOL), ir.Block(tuple(then)), ir.Block(tuple(other)))]
+            cond = s.cond if self._invariant(s.cond) else ir.TapePop(ir.BOOL)
+            return [ir.If(cond, ir.Block(tuple(then)), ir.Block(tuple(other)))]
         if isinstance(s, ir.Loop):
             return self.rev_loop(s, p)
         return []
