@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -161,6 +164,24 @@ def test_replaced_module_or_parameter_repacks():
     for k, g in grads(ref).items():
         torch.testing.assert_close(grads(model)[k], g, rtol=1e-10, atol=1e-12, msg=k)
     assert ln.weight.grad is not None and bias.grad is not None
+
+
+def test_a_dropped_model_is_freed_at_once():
+    """No reference cycle through the fused state: del frees the model (and its buffers)
+    without waiting for the garbage collector."""
+    cfg = tiny_config()
+    model = GPT2(cfg, fused=True)
+    idx, tgt = batch(cfg, 2, 5)
+    model(idx, tgt)[1].backward()
+    model(idx, tgt)
+    ref = weakref.ref(model)
+    gc.collect()
+    gc.disable()
+    try:
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()
 
 
 def test_untied_head_is_refused():

@@ -390,8 +390,10 @@ class Fused:
 
 
 def _tree(model: Any) -> tuple:
-    """``model`` and its modules, each with the items of its ``_modules`` and ``_parameters``."""
-    return tuple((m, tuple(m._modules.items()), tuple(m._parameters.items()))
+    """``model`` and its modules, each (by a weak reference: the model holds this, so a strong
+    one would be a cycle that keeps a dropped model until the garbage collector runs) with the
+    items of its ``_modules`` and ``_parameters``."""
+    return tuple((weakref.ref(m), tuple(m._modules.items()), tuple(m._parameters.items()))
                  for m in model.modules())
 
 
@@ -401,9 +403,12 @@ _MISSING = object()
 def _same_tree(model: Any, tree: tuple) -> bool:
     """``model`` holds the modules and parameters ``tree`` recorded (compared by identity): no
     module or Parameter replaced, added or removed anywhere in it."""
-    if not tree or tree[0][0] is not model:
+    if not tree or tree[0][0]() is not model:
         return False
-    for m, modules, params in tree:
+    for ref, modules, params in tree:
+        m = ref()
+        if m is None:
+            return False
         for d, items in ((m._modules, modules), (m._parameters, params)):
             if len(d) != len(items):
                 return False
