@@ -603,6 +603,17 @@ CASES: list[Case] = [
        {"y": a(8), "x": a(12, -1, 1), "N": i(3), "V": i(4), "S": i(2)},
        outputs=["y"], tags=["loop unswitched on a disjointness test",
                             "test fails: overlapping rows restored from the tape"]),
+    *[_c(f"unswitch_null_{tag}", "unswitch_null.cpp", "unswitch_null",
+         {"out": a(12), "inp": a(12), "weight": NULL if "w" in tag else a(4),
+          "bias": NULL if "b" in tag else a(4), "scale": NULL if "s" in tag else a(4),
+          "N": i(3), "C": i(4)},
+         outputs=["out"], tags=["loop versioned on null tests of optional pointers",
+                                "p, !p, p != NULL, p == 0, p ? a : b", what])
+      for tag, what in (("all", "every pointer present: the copy without tests"),
+                        ("nullw", "null weight: the loops as written"),
+                        ("nullb", "null bias: the loops as written"),
+                        ("nulls", "null scale: the outer copy that assumes it null"),
+                        ("nullwbs", "every pointer null"))],
     _c("stored_result", "stored_result.cpp", "stored_result", {"out": a(12), "x": a(4), "n": i(4)},
        outputs=["out"], tags=["TORCHCLAD_WRITE_ONCE", "result read back (exp, tanh)", "local re-read"]),
     # ---- C++ written for Clad (issue #18): reproductions of what its tests showed -----------

@@ -3,12 +3,22 @@ void fission_rows_pullback(double* y, const double* x, const double* w, const do
     for (int n = 0; n < N; ++n) {
         for (int t = 0; t < T; ++t) {
             int r = n * T + t;
-            for (int o = 0; o < O; ++o) {
-                double acc = b != nullptr ? b[o] : 0.0;
-                for (int i = 0; i < C; ++i) {
-                    acc += x[r * C + i] * w[o * C + i];
+            if (b != nullptr) {
+                for (int o = 0; o < O; ++o) {
+                    double acc = b[o];
+                    for (int i = 0; i < C; ++i) {
+                        acc += x[r * C + i] * w[o * C + i];
+                    }
+                    y[r * O + o] = acc;
                 }
-                y[r * O + o] = acc;
+            } else {
+                for (int o = 0; o < O; ++o) {
+                    double acc = 0.0;
+                    for (int i = 0; i < C; ++i) {
+                        acc += x[r * C + i] * w[o * C + i];
+                    }
+                    y[r * O + o] = acc;
+                }
             }
         }
     }
@@ -30,17 +40,32 @@ void fission_rows_pullback(double* y, const double* x, const double* w, const do
         #pragma omp parallel for if(O >= 0)
         for (int o = 0; o < O; ++o) {
             for (int n = 0; n < N; ++n) {
-                for (int t = 0; t < T; ++t) {
-                    int r = n * T + t;
-                    double _d_acc = double(0);
-                    double _r_d0 = _d_y[r * O + o];
-                    _d_y[r * O + o] = 0;
-                    _d_acc += _r_d0;
-                    for (int i = 0; i < C; ++i) {
-                        _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                if (b != nullptr) {
+                    double _acc0 = double(0);
+                    for (int t = 0; t < T; ++t) {
+                        int r = n * T + t;
+                        double _d_acc = double(0);
+                        double _r_d0 = _d_y[r * O + o];
+                        _d_y[r * O + o] = 0;
+                        _d_acc += _r_d0;
+                        for (int i = 0; i < C; ++i) {
+                            _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                        }
+                        _acc0 += _d_acc;
                     }
-                    if (b != nullptr) {
-                        _d_b[o] += _d_acc;
+                    if (_acc0 != double(0)) {
+                        _d_b[o] += _acc0;
+                    }
+                } else {
+                    for (int t = 0; t < T; ++t) {
+                        int r = n * T + t;
+                        double _d_acc = double(0);
+                        double _r_d0 = _d_y[r * O + o];
+                        _d_y[r * O + o] = 0;
+                        _d_acc += _r_d0;
+                        for (int i = 0; i < C; ++i) {
+                            _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                        }
                     }
                 }
             }
@@ -67,17 +92,28 @@ void fission_rows_pullback(double* y, const double* x, const double* w, const do
                     int n = static_cast<int>(_t14 / _t1);
                     int t = static_cast<int>(_t14 % _t1);
                     int r = n * T + t;
-                    for (int o = 0; o < O; ++o) {
-                        double _d_acc = double(0);
-                        double _r_d0 = _d_y[r * O + o];
-                        _d_y[r * O + o] = 0;
-                        _d_acc += _r_d0;
-                        for (int i = 0; i < C; ++i) {
-                            _d_x[r * C + i] += _d_acc * w[o * C + i];
-                            _d_w[o * C + i] += x[r * C + i] * _d_acc;
-                        }
-                        if (b != nullptr) {
+                    if (b != nullptr) {
+                        for (int o = 0; o < O; ++o) {
+                            double _d_acc = double(0);
+                            double _r_d0 = _d_y[r * O + o];
+                            _d_y[r * O + o] = 0;
+                            _d_acc += _r_d0;
+                            for (int i = 0; i < C; ++i) {
+                                _d_x[r * C + i] += _d_acc * w[o * C + i];
+                                _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                            }
                             _d_b[o] += _d_acc;
+                        }
+                    } else {
+                        for (int o = 0; o < O; ++o) {
+                            double _d_acc = double(0);
+                            double _r_d0 = _d_y[r * O + o];
+                            _d_y[r * O + o] = 0;
+                            _d_acc += _r_d0;
+                            for (int i = 0; i < C; ++i) {
+                                _d_x[r * C + i] += _d_acc * w[o * C + i];
+                                _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                            }
                         }
                     }
                 }
@@ -97,12 +133,22 @@ void fission_rows_reverse_forw(double* y, const double* x, const double* w, cons
     for (int n = 0; n < N; ++n) {
         for (int t = 0; t < T; ++t) {
             int r = n * T + t;
-            for (int o = 0; o < O; ++o) {
-                double acc = b != nullptr ? b[o] : 0.0;
-                for (int i = 0; i < C; ++i) {
-                    acc += x[r * C + i] * w[o * C + i];
+            if (b != nullptr) {
+                for (int o = 0; o < O; ++o) {
+                    double acc = b[o];
+                    for (int i = 0; i < C; ++i) {
+                        acc += x[r * C + i] * w[o * C + i];
+                    }
+                    y[r * O + o] = acc;
                 }
-                y[r * O + o] = acc;
+            } else {
+                for (int o = 0; o < O; ++o) {
+                    double acc = 0.0;
+                    for (int i = 0; i < C; ++i) {
+                        acc += x[r * C + i] * w[o * C + i];
+                    }
+                    y[r * O + o] = acc;
+                }
             }
         }
     }
@@ -127,17 +173,32 @@ void fission_rows_reverse_sweep(double* y, const double* x, const double* w, con
         #pragma omp parallel for if(O >= 0)
         for (int o = 0; o < O; ++o) {
             for (int n = 0; n < N; ++n) {
-                for (int t = 0; t < T; ++t) {
-                    int r = n * T + t;
-                    double _d_acc = double(0);
-                    double _r_d0 = _d_y[r * O + o];
-                    _d_y[r * O + o] = 0;
-                    _d_acc += _r_d0;
-                    for (int i = 0; i < C; ++i) {
-                        _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                if (b != nullptr) {
+                    double _acc0 = double(0);
+                    for (int t = 0; t < T; ++t) {
+                        int r = n * T + t;
+                        double _d_acc = double(0);
+                        double _r_d0 = _d_y[r * O + o];
+                        _d_y[r * O + o] = 0;
+                        _d_acc += _r_d0;
+                        for (int i = 0; i < C; ++i) {
+                            _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                        }
+                        _acc0 += _d_acc;
                     }
-                    if (b != nullptr) {
-                        _d_b[o] += _d_acc;
+                    if (_acc0 != double(0)) {
+                        _d_b[o] += _acc0;
+                    }
+                } else {
+                    for (int t = 0; t < T; ++t) {
+                        int r = n * T + t;
+                        double _d_acc = double(0);
+                        double _r_d0 = _d_y[r * O + o];
+                        _d_y[r * O + o] = 0;
+                        _d_acc += _r_d0;
+                        for (int i = 0; i < C; ++i) {
+                            _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                        }
                     }
                 }
             }
@@ -164,17 +225,28 @@ void fission_rows_reverse_sweep(double* y, const double* x, const double* w, con
                     int n = static_cast<int>(_t14 / _t1);
                     int t = static_cast<int>(_t14 % _t1);
                     int r = n * T + t;
-                    for (int o = 0; o < O; ++o) {
-                        double _d_acc = double(0);
-                        double _r_d0 = _d_y[r * O + o];
-                        _d_y[r * O + o] = 0;
-                        _d_acc += _r_d0;
-                        for (int i = 0; i < C; ++i) {
-                            _d_x[r * C + i] += _d_acc * w[o * C + i];
-                            _d_w[o * C + i] += x[r * C + i] * _d_acc;
-                        }
-                        if (b != nullptr) {
+                    if (b != nullptr) {
+                        for (int o = 0; o < O; ++o) {
+                            double _d_acc = double(0);
+                            double _r_d0 = _d_y[r * O + o];
+                            _d_y[r * O + o] = 0;
+                            _d_acc += _r_d0;
+                            for (int i = 0; i < C; ++i) {
+                                _d_x[r * C + i] += _d_acc * w[o * C + i];
+                                _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                            }
                             _d_b[o] += _d_acc;
+                        }
+                    } else {
+                        for (int o = 0; o < O; ++o) {
+                            double _d_acc = double(0);
+                            double _r_d0 = _d_y[r * O + o];
+                            _d_y[r * O + o] = 0;
+                            _d_acc += _r_d0;
+                            for (int i = 0; i < C; ++i) {
+                                _d_x[r * C + i] += _d_acc * w[o * C + i];
+                                _d_w[o * C + i] += x[r * C + i] * _d_acc;
+                            }
                         }
                     }
                 }

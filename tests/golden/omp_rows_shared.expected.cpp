@@ -10,8 +10,14 @@ void omp_rows_shared_pullback(double* out, const double* inp, const double* w, c
             for (int i = 0; i < C; ++i) {
                 m += x[i] * w[i];
             }
-            for (int i = 0; i < C; ++i) {
-                out[b * C + i] = x[i] * m + (bias != nullptr ? bias[i] : 0.0);
+            if (bias != nullptr) {
+                for (int i = 0; i < C; ++i) {
+                    out[b * C + i] = x[i] * m + bias[i];
+                }
+            } else {
+                for (int i = 0; i < C; ++i) {
+                    out[b * C + i] = x[i] * m + 0.0;
+                }
             }
             _t0[b] = m;
         }
@@ -39,33 +45,55 @@ void omp_rows_shared_pullback(double* out, const double* inp, const double* w, c
                 double m = static_cast<double>(_t2[b]);
                 const double* x = inp + b * C;
                 double _d_m = double(0);
-                {
-                    double _lane0[16] = {};
-                    int _ib0 = 0;
-                    for (; _ib0 + 16 <= C; _ib0 += 16) {
-                        #pragma omp simd
-                        for (int _j0 = 0; _j0 < 16; ++_j0) {
-                            int i = _ib0 + _j0;
-                            double _r_d0 = _d_out[b * C + i];
-                            _d_out[b * C + i] = 0;
-                            _d_inp[x - inp + i] += _r_d0 * m;
-                            _lane0[_j0] += x[i] * _r_d0;
-                            if (bias != nullptr) {
+                if (bias != nullptr) {
+                    {
+                        double _lane0[16] = {};
+                        int _ib0 = 0;
+                        for (; _ib0 + 16 <= C; _ib0 += 16) {
+                            #pragma omp simd
+                            for (int _j0 = 0; _j0 < 16; ++_j0) {
+                                int i = _ib0 + _j0;
+                                double _r_d0 = _d_out[b * C + i];
+                                _d_out[b * C + i] = 0;
+                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _lane0[_j0] += x[i] * _r_d0;
                                 _d_bias[i] += _r_d0;
                             }
                         }
-                    }
-                    for (int i = _ib0; i < C; ++i) {
-                        double _r_d0 = _d_out[b * C + i];
-                        _d_out[b * C + i] = 0;
-                        _d_inp[x - inp + i] += _r_d0 * m;
-                        _d_m += x[i] * _r_d0;
-                        if (bias != nullptr) {
+                        for (int i = _ib0; i < C; ++i) {
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_out[b * C + i] = 0;
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_m += x[i] * _r_d0;
                             _d_bias[i] += _r_d0;
                         }
+                        for (int _j0 = 0; _j0 < 16; ++_j0) {
+                            _d_m += _lane0[_j0];
+                        }
                     }
-                    for (int _j0 = 0; _j0 < 16; ++_j0) {
-                        _d_m += _lane0[_j0];
+                } else {
+                    {
+                        double _lane1[16] = {};
+                        int _ib1 = 0;
+                        for (; _ib1 + 16 <= C; _ib1 += 16) {
+                            #pragma omp simd
+                            for (int _j1 = 0; _j1 < 16; ++_j1) {
+                                int i = _ib1 + _j1;
+                                double _r_d0 = _d_out[b * C + i];
+                                _d_out[b * C + i] = 0;
+                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _lane1[_j1] += x[i] * _r_d0;
+                            }
+                        }
+                        for (int i = _ib1; i < C; ++i) {
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_out[b * C + i] = 0;
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_m += x[i] * _r_d0;
+                        }
+                        for (int _j1 = 0; _j1 < 16; ++_j1) {
+                            _d_m += _lane1[_j1];
+                        }
                     }
                 }
                 for (int i = 0; i < C; ++i) {
@@ -94,8 +122,14 @@ void omp_rows_shared_reverse_forw(double* out, const double* inp, const double* 
             for (int i = 0; i < C; ++i) {
                 m += x[i] * w[i];
             }
-            for (int i = 0; i < C; ++i) {
-                out[b * C + i] = x[i] * m + (bias != nullptr ? bias[i] : 0.0);
+            if (bias != nullptr) {
+                for (int i = 0; i < C; ++i) {
+                    out[b * C + i] = x[i] * m + bias[i];
+                }
+            } else {
+                for (int i = 0; i < C; ++i) {
+                    out[b * C + i] = x[i] * m + 0.0;
+                }
             }
             _t0[b] = m;
         }
@@ -126,33 +160,55 @@ void omp_rows_shared_reverse_sweep(double* out, const double* inp, const double*
                 double m = static_cast<double>(_t0[b]);
                 const double* x = inp + b * C;
                 double _d_m = double(0);
-                {
-                    double _lane0[16] = {};
-                    int _ib0 = 0;
-                    for (; _ib0 + 16 <= C; _ib0 += 16) {
-                        #pragma omp simd
-                        for (int _j0 = 0; _j0 < 16; ++_j0) {
-                            int i = _ib0 + _j0;
-                            double _r_d0 = _d_out[b * C + i];
-                            _d_out[b * C + i] = 0;
-                            _d_inp[x - inp + i] += _r_d0 * m;
-                            _lane0[_j0] += x[i] * _r_d0;
-                            if (bias != nullptr) {
+                if (bias != nullptr) {
+                    {
+                        double _lane0[16] = {};
+                        int _ib0 = 0;
+                        for (; _ib0 + 16 <= C; _ib0 += 16) {
+                            #pragma omp simd
+                            for (int _j0 = 0; _j0 < 16; ++_j0) {
+                                int i = _ib0 + _j0;
+                                double _r_d0 = _d_out[b * C + i];
+                                _d_out[b * C + i] = 0;
+                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _lane0[_j0] += x[i] * _r_d0;
                                 _d_bias[i] += _r_d0;
                             }
                         }
-                    }
-                    for (int i = _ib0; i < C; ++i) {
-                        double _r_d0 = _d_out[b * C + i];
-                        _d_out[b * C + i] = 0;
-                        _d_inp[x - inp + i] += _r_d0 * m;
-                        _d_m += x[i] * _r_d0;
-                        if (bias != nullptr) {
+                        for (int i = _ib0; i < C; ++i) {
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_out[b * C + i] = 0;
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_m += x[i] * _r_d0;
                             _d_bias[i] += _r_d0;
                         }
+                        for (int _j0 = 0; _j0 < 16; ++_j0) {
+                            _d_m += _lane0[_j0];
+                        }
                     }
-                    for (int _j0 = 0; _j0 < 16; ++_j0) {
-                        _d_m += _lane0[_j0];
+                } else {
+                    {
+                        double _lane1[16] = {};
+                        int _ib1 = 0;
+                        for (; _ib1 + 16 <= C; _ib1 += 16) {
+                            #pragma omp simd
+                            for (int _j1 = 0; _j1 < 16; ++_j1) {
+                                int i = _ib1 + _j1;
+                                double _r_d0 = _d_out[b * C + i];
+                                _d_out[b * C + i] = 0;
+                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _lane1[_j1] += x[i] * _r_d0;
+                            }
+                        }
+                        for (int i = _ib1; i < C; ++i) {
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_out[b * C + i] = 0;
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_m += x[i] * _r_d0;
+                        }
+                        for (int _j1 = 0; _j1 < 16; ++_j1) {
+                            _d_m += _lane1[_j1];
+                        }
                     }
                 }
                 for (int i = 0; i < C; ++i) {
@@ -196,31 +252,51 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
                 double m = static_cast<double>(_t0[b]);
                 const double* x = inp + b * C;
                 double _d_m = double(0);
-                {
-                    double _lane0[16] = {};
-                    int _ib0 = 0;
-                    for (; _ib0 + 16 <= C; _ib0 += 16) {
-                        #pragma omp simd
-                        for (int _j0 = 0; _j0 < 16; ++_j0) {
-                            int i = _ib0 + _j0;
-                            double _r_d0 = _d_out[b * C + i];
-                            _d_inp[x - inp + i] += _r_d0 * m;
-                            _lane0[_j0] += x[i] * _r_d0;
-                            if (bias != nullptr) {
+                if (bias != nullptr) {
+                    {
+                        double _lane0[16] = {};
+                        int _ib0 = 0;
+                        for (; _ib0 + 16 <= C; _ib0 += 16) {
+                            #pragma omp simd
+                            for (int _j0 = 0; _j0 < 16; ++_j0) {
+                                int i = _ib0 + _j0;
+                                double _r_d0 = _d_out[b * C + i];
+                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _lane0[_j0] += x[i] * _r_d0;
                                 _d_bias[i] += _r_d0;
                             }
                         }
-                    }
-                    for (int i = _ib0; i < C; ++i) {
-                        double _r_d0 = _d_out[b * C + i];
-                        _d_inp[x - inp + i] += _r_d0 * m;
-                        _d_m += x[i] * _r_d0;
-                        if (bias != nullptr) {
+                        for (int i = _ib0; i < C; ++i) {
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_m += x[i] * _r_d0;
                             _d_bias[i] += _r_d0;
                         }
+                        for (int _j0 = 0; _j0 < 16; ++_j0) {
+                            _d_m += _lane0[_j0];
+                        }
                     }
-                    for (int _j0 = 0; _j0 < 16; ++_j0) {
-                        _d_m += _lane0[_j0];
+                } else {
+                    {
+                        double _lane1[16] = {};
+                        int _ib1 = 0;
+                        for (; _ib1 + 16 <= C; _ib1 += 16) {
+                            #pragma omp simd
+                            for (int _j1 = 0; _j1 < 16; ++_j1) {
+                                int i = _ib1 + _j1;
+                                double _r_d0 = _d_out[b * C + i];
+                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _lane1[_j1] += x[i] * _r_d0;
+                            }
+                        }
+                        for (int i = _ib1; i < C; ++i) {
+                            double _r_d0 = _d_out[b * C + i];
+                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_m += x[i] * _r_d0;
+                        }
+                        for (int _j1 = 0; _j1 < 16; ++_j1) {
+                            _d_m += _lane1[_j1];
+                        }
                     }
                 }
                 for (int i = 0; i < C; ++i) {

@@ -123,7 +123,8 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
               for g in overlapping(module, fn)]
     fwd_asm = Assembler(rv, an.split, split=True, overlaps=groups)
     flags = disjoint_flags(rv, an.split)
-    forward = flags + unswitch(dead_code(fwd_asm.fwd_block(body, (), top=True)))
+    fixed = fixed_pointers(an)
+    forward = flags + unswitch(dead_code(fwd_asm.fwd_block(body, (), top=True)), fixed)
     promote = promotion(module, fn, roots)
     sweep, sweep_notes = split_sweep(node, groups, promote)
     writes = writes_primal(fn, sweep, roots, sweep_writes)
@@ -134,7 +135,7 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
         asm = Assembler(rv, an.combined, split=False, overlaps=groups)
         combined = reset + disjoint_flags(rv, an.combined) + promote(unswitch(dead_resets(
             dead_code(cse_calls(asm.fwd_block(body, (), top=True) +
-                                asm.rev_block(body, (), top=True))))))
+                                asm.rev_block(body, (), top=True)))), fixed))
         if uses_tape(combined):
             combined = [ir.Decl(ir.Var(names.TAPE, TAPE_TYPE))] + combined
         texts += pullback_and_grad(node.base, fn, sig, combined)
@@ -160,6 +161,16 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
                      nonneg, tuple(copies.items()))
 
 
+def fixed_pointers(an) -> frozenset:
+    """uids of the pointer parameters the function never assigns nor takes the address of:
+    their null tests have one value throughout (opt/unswitch.py)."""
+    f = an.reverse.facts
+    return frozenset(p.uid for p in an.fn.params
+                     if p.type.ptr and not p.type.ref and p.uid in f.params
+                     and ("var", p.uid) not in f.assigned
+                     and ("var", p.uid) not in f.address_taken)
+
+
 def split_sweep(node: Node, groups: list, promote, read_only: frozenset = frozenset(),
                 rows: dict | None = None) -> "tuple[list, list]":
     """The body of the split-mode reverse sweep, assembled and optimised, and the assembler's
@@ -170,7 +181,7 @@ def split_sweep(node: Node, groups: list, promote, read_only: frozenset = frozen
     asm = Assembler(rv, an.split, split=True, overlaps=groups, read_only=read_only,
                     owned_rows=rows is not None)
     body = disjoint_flags(rv, an.split) + promote(unswitch(dead_resets(dead_code(cse_calls(
-        asm.rev_block(an.fn.body, (), top=True))))))
+        asm.rev_block(an.fn.body, (), top=True)))), fixed_pointers(an)))
     if rows is not None:
         rows.update(asm.rows)
     return body, asm.notes
