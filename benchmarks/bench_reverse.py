@@ -67,6 +67,8 @@ CASES: tuple[RevCase, ...] = (
             {"BENCH_N": 4 * 64 * 3072}),
     RevCase("softmax", "softmax_forward", "softmax 4*12*64 rows of 64",
             {"BENCH_ROWS": 4 * 12 * 64, "BENCH_C": 64}),
+    RevCase("softmax_assign", "softmax_forward", "softmax 4*12*64 rows of 64, assigning sweep",
+            {"BENCH_ROWS": 4 * 12 * 64, "BENCH_C": 64}),
     RevCase("attention", "attention_forward", "attention B4,T64,C768,NH12",
             {"BENCH_B": 4, "BENCH_T": 64, "BENCH_C": 768, "BENCH_NH": 12}),
     RevCase("crossentropy", "crossentropy_forward", "cross-entropy B4,T64,V50304",

@@ -9,6 +9,12 @@
 #ifndef BENCH_C
 #define BENCH_C 64
 #endif
+// The sweep timed: the accumulating one (it adds into d inp and zeroes the seed as it reads it),
+// or, from softmax_assign_main.cpp, the variant the op's backward runs (each row of d inp
+// zeroed by the sweep itself, then added into; the seed only read).
+#ifndef SOFTMAX_SWEEP
+#define SOFTMAX_SWEEP softmax_forward_reverse_sweep
+#endif
 
 struct SoftmaxCase {
     int N = BENCH_ROWS, C = BENCH_C;
@@ -27,7 +33,7 @@ struct SoftmaxCase {
     void hand_backward() { softmax_backward(h_inp.data(), out.data(), seed.data(), N, C); }
     void aug_forward(torchclad::Tape& tape) { softmax_forward_reverse_forw(out.data(), inp.data(), N, C, tape); }
     void sweep(torchclad::Tape& tape) {
-        softmax_forward_reverse_sweep(out.data(), inp.data(), N, C, g_inp.data(), g_out.data(), tape);
+        SOFTMAX_SWEEP(out.data(), inp.data(), N, C, g_inp.data(), g_out.data(), tape);
     }
     std::vector<bench::Grad> grads() { return {{"inp", g_inp.data(), h_inp.data(), g_inp.size()}}; }
     std::string sizes_json() {
