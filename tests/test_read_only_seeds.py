@@ -85,6 +85,10 @@ ONCE = {
     "two_halves": "for (int i = 0; i < n; i++) out[i] = x[i];\n"
                   "    for (int i = 0; i < n; i++) out[n + i] = 3.0 * x[i];",
     "one_element": "double s = 0; for (int i = 0; i < n; i++) s += x[i] * x[i]; out[0] = s;",
+    # two branches of one if writing one element: in one iteration only one runs
+    "branch": "for (int i = 0; i < n; i++) { if (x[i] > 0) out[i] = x[i]; else out[i] = 0; }",
+    "nested_branch": "for (int i = 0; i < n; i++) { if (x[i] > 0) { if (x[i] > 1) out[i] = 1; "
+                     "else out[i] = x[i]; } else out[i] = 0.5 * x[i]; }",
 }
 
 NOT_ONCE = {
@@ -103,8 +107,11 @@ NOT_ONCE = {
     # written through a call, or a pointer that moves
     "call": "for (int i = 0; i < n; i++) put(out, i, x[i]);",
     "moving_pointer": "double* o = out; for (int i = 0; i < n; i++) { *o = x[i]; o = o + 1; }",
-    # two branches writing one element: the proof does not see that they exclude each other
-    "branch": "for (int i = 0; i < n; i++) { if (x[i] > 0) out[i] = x[i]; else out[i] = 0; }",
+    # two branches writing one element in different iterations, or a branch and a later store
+    "branch_each_iteration": "for (int i = 0; i < n; i++) { if (x[i] > 0) out[0] = x[i]; "
+                             "else out[0] = 0; }",
+    "branch_then_store": "for (int i = 0; i < n; i++) { if (x[i] > 0) out[i] = x[i]; "
+                         "else out[i] = 0; out[i] = 2.0 * x[i]; }",
 }
 
 PUT = "inline void put(double* o, int i, double v) { o[i] = v; }\n"
@@ -181,6 +188,40 @@ def test_user_kernel_takes_it_only_for_a_grad_held_elsewhere():
         assert stats()["assigning_sweep"] == before
         torch.testing.assert_close(x.grad, _rows_ref(x, g, gm), rtol=1e-12, atol=1e-12)
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: f(t), (x,))
+
+
+LEAKY = r"""
+template <typename T>
+void leaky(T* out, const T* x, int n) {
+    for (int i = 0; i < n; i++) {
+        if (x[i] > 0) out[i] = x[i];
+        else out[i] = T(0.01) * x[i];
+    }
+}
+"""
+
+
+def test_a_kernel_writing_its_output_in_two_branches_takes_it():
+    """Leaky ReLU written as an if / else: each branch writes out[i], one per element."""
+    f = torchclad.function(LEAKY, "leaky", inputs=["x"],
+                           outputs={"out": lambda x: tuple(x.shape)},
+                           sizes={"n": lambda x: x.numel()})
+    kop = ops.kernel_op(f)
+    assert kop.fast is not None, "torchclad._C_dispatch is not built (make install builds it)"
+    stats = kop.fast.stats
+    for dtype in (torch.float64, torch.float32):
+        x = torch.randn(300, dtype=dtype, requires_grad=True)
+        g = torch.randn(300, dtype=dtype)
+        keep = g.clone()
+        before = stats()["assigning_sweep"]
+        f(x).backward(g)
+        assert stats()["assigning_sweep"] - before == 1
+        assert torch.equal(g, keep)
+        xr = x.detach().clone().requires_grad_(True)
+        torch.nn.functional.leaky_relu(xr, 0.01).backward(g)
+        torch.testing.assert_close(x.grad, xr.grad)
+    x = torch.randn(20, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: f(t), (x,))
 
 

@@ -15,7 +15,9 @@ Proved here, for a set of output parameters:
   reassigned, anything else fails;
 - no two stores touch one element: for every ordered pair of store statements (a statement
   with itself across iterations of its loops), `Regions.conflict` shows the first cannot
-  touch, before the second runs, an element the second writes.
+  touch, before the second runs, an element the second writes. Two stores in the two branches
+  of one `if` (`if (x > 0) out[i] = x; else out[i] = a * x;`) never run in the same iteration
+  of the loops around that `if`: only their different iterations are compared.
 
 `conflict` may answer with facts `P >= 0` over the integer symbols (the sign of a row
 stride C it multiplies by). They are kept only when each is a polynomial with non-negative
@@ -39,12 +41,14 @@ def once_written(rv, seeds) -> "frozenset | None":
         return None
     stores = [(p, k, regions.access(t)) for (p, k), t in rv.memory_writes.items() if k in keys]
     loops = tuple(rv.facts.loops)
+    ifs = _if_paths(rv.fn.body, ())
     facts: set = set()
     for pa, ka, aa in stores:
         for pb, kb, ab in stores:
             if ka != kb:
                 continue
-            v = regions.conflict(pa, aa, pb, ab, (), loops, result=pa == pb)
+            v = regions.conflict(pa, aa, pb, ab, (), loops, result=pa == pb,
+                                 exclusive=_branches(pa, pb, ifs))
             if v is True:
                 return None
             if v:
@@ -95,3 +99,28 @@ def _plain_store(t) -> bool:
     if isinstance(t, ir.Index):
         return isinstance(t.base, ir.Var)
     return isinstance(t, ir.Unary) and t.op == "*" and isinstance(t.operand, (ir.Var, ir.Binary))
+
+
+def _if_paths(block: ir.Block, path: tuple) -> set:
+    """The paths of the `if` statements in block (the analysis's numbering: a block's k-th
+    statement at path + (k,), an if's branches at + (0, ...) and + (1, ...), a loop's body at
+    + (1, ...))."""
+    out: set = set()
+    for k, s in enumerate(block.stmts):
+        p = path + (k,)
+        if isinstance(s, ir.Block):
+            out |= _if_paths(s, p)
+        elif isinstance(s, ir.If):
+            out.add(p)
+            out |= _if_paths(s.then, p + (0,)) | _if_paths(s.other, p + (1,))
+        elif isinstance(s, ir.Loop):
+            out |= _if_paths(s.body, p + (1,))
+    return out          # (no switch here: normalize.py has turned them into ifs)
+
+
+def _branches(pa: tuple, pb: tuple, ifs: set) -> bool:
+    """pa and pb lie in the two branches of one `if`."""
+    n = 0
+    while n < min(len(pa), len(pb)) and pa[n] == pb[n]:
+        n += 1
+    return n < min(len(pa), len(pb)) and pa[:n] in ifs and {pa[n], pb[n]} == {0, 1}

@@ -241,12 +241,13 @@ class Regions:
 
     # ------------------------------------------------------------------ the question
     def conflict(self, pu: tuple, au: "tuple | None", pw: tuple, aw: "tuple | None",
-                 scope: tuple, loops: tuple, result: bool = False):
+                 scope: tuple, loops: tuple, result: bool = False, exclusive: bool = False):
         """May the access au at pu (a derivative's read) touch, before the write aw at pw
         runs, an element the write overwrites, within one life of the object (scope)?
         True, False, or a frozenset of facts under which it may not. loops: the paths of
         every loop of the function. result: the use reads what this write wrote (then the
-        same iteration is no conflict)."""
+        same iteration is no conflict). exclusive: pu and pw are in the two branches of one
+        `if` (every loop around both is around it: in one iteration of them, one runs)."""
         if au is None or aw is None or au[0] != aw[0]:
             return True
         for L in loops:        # a loop around both that we cannot count: repeats unknown
@@ -260,7 +261,7 @@ class Regions:
         # other canonical loops around pu or pw that are not common, and non-canonical loops
         facts: set = set()
         cases = []
-        if pu <= pw and not result:
+        if pu <= pw and not result and not exclusive:
             cases.append(len(common))          # the same iteration of every common loop
         cases.extend(range(len(common)))       # an earlier iteration of common loop k
         for k in cases:
