@@ -404,8 +404,8 @@ def overlapping(module: ir.Module, fn: ir.Function) -> list:
 
 def promotion(module: ir.Module, fn: ir.Function, roots: set):
     """The passes that assume fn's adjoint roots do not overlap (loop distribution, loop
-    interchange, scalar promotion, then forward-order reverse loops) for fn's generated code, or the identity when
-    some of fn's pointer parameters may overlap (`overlapping`)."""
+    interchange, scalar promotion, then forward-order reverse loops) for fn's generated code,
+    or the identity when some of fn's pointer parameters may overlap (`overlapping`)."""
     if overlapping(module, fn):
         return lambda stmts: stmts
     return lambda stmts: forward_order(promote_accumulations(

@@ -22,7 +22,7 @@ The flag does not change in the loop, but the tape operation under it keeps ever
 `bias ? bias[i] : 0`) of a parameter the function never assigns nor takes the address of
 (`fixed`). The reverse keeps them as they were (`reverse/assemble.py`), so an adjoint store
 under one (`if (bias != nullptr) _d_bias[i] += ...`) is a conditional store in the loop:
-g++ then keeps the loop's lane sums in memory instead of registers (the layernorm sweep: 6-8%
+g++ then keeps the loop's lane sums in memory instead of registers (the layernorm sweep: 6-10%
 slower than the same loop without the tests).
 
 Such a loop is split in two: the loop with every test assumed to pass (flags true, pointers
@@ -36,11 +36,12 @@ loop as it was otherwise (with its tests taken as failed when it has one test on
 A loop is unswitched when its body tests them directly (through `if`s -- or, for a pointer,
 any expression -- not through a nested loop: an outer loop is not duplicated for its inner
 loops' tests; outer loops are looked at first; the slow copy keeps its inner loops as they
-were, except when the loop had one test: then none is left in it), only on the flags tested as a whole `if` condition (`_disjointK` or `!_disjointK`), and
-not when the loop carries an OpenMP pragma (its reverse is planned by `reverse/omp.py` as one
-loop; the loops inside it are still unswitched). The flags are declared once at the top of a
-generated function and never assigned, and the pointers are never assigned either, so both
-copies compute what the original did.
+were, except when the loop has one test: that copy then takes it as failed, and its inner
+loops are unswitched in turn), only on the flags tested as a whole `if` condition
+(`_disjointK` or `!_disjointK`), and not when the loop carries an OpenMP pragma (its reverse
+is planned by `reverse/omp.py` as one loop; the loops inside it are still unswitched). The
+flags are declared once at the top of a generated function and never assigned, and the
+pointers are never assigned either, so both copies compute what the original did.
 """
 from __future__ import annotations
 
