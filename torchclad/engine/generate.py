@@ -164,11 +164,8 @@ def generate(node: Node, module: ir.Module, sweep_writes: Mapping) -> Generated:
 def fixed_pointers(an) -> frozenset:
     """uids of the pointer parameters the function never assigns nor takes the address of:
     their null tests have one value throughout (opt/unswitch.py)."""
-    f = an.reverse.facts
     return frozenset(p.uid for p in an.fn.params
-                     if p.type.ptr and not p.type.ref and p.uid in f.params
-                     and ("var", p.uid) not in f.assigned
-                     and ("var", p.uid) not in f.address_taken)
+                     if p.type.ptr and not p.type.ref and an.reverse.facts.fixed_param(p.uid))
 
 
 def split_sweep(node: Node, groups: list, promote, read_only: frozenset = frozenset(),

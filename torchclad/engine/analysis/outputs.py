@@ -41,14 +41,13 @@ def once_written(rv, seeds) -> "frozenset | None":
         return None
     stores = [(p, k, regions.access(t)) for (p, k), t in rv.memory_writes.items() if k in keys]
     loops = tuple(rv.facts.loops)
-    ifs = _if_paths(rv.fn.body, ())
     facts: set = set()
     for pa, ka, aa in stores:
         for pb, kb, ab in stores:
             if ka != kb:
                 continue
             v = regions.conflict(pa, aa, pb, ab, (), loops, result=pa == pb,
-                                 exclusive=_branches(pa, pb, ifs))
+                                 exclusive=_branches(pa, pb, rv.facts.ifs))
             if v is True:
                 return None
             if v:
@@ -99,23 +98,6 @@ def _plain_store(t) -> bool:
     if isinstance(t, ir.Index):
         return isinstance(t.base, ir.Var)
     return isinstance(t, ir.Unary) and t.op == "*" and isinstance(t.operand, (ir.Var, ir.Binary))
-
-
-def _if_paths(block: ir.Block, path: tuple) -> set:
-    """The paths of the `if` statements in block (the analysis's numbering: a block's k-th
-    statement at path + (k,), an if's branches at + (0, ...) and + (1, ...), a loop's body at
-    + (1, ...))."""
-    out: set = set()
-    for k, s in enumerate(block.stmts):
-        p = path + (k,)
-        if isinstance(s, ir.Block):
-            out |= _if_paths(s, p)
-        elif isinstance(s, ir.If):
-            out.add(p)
-            out |= _if_paths(s.then, p + (0,)) | _if_paths(s.other, p + (1,))
-        elif isinstance(s, ir.Loop):
-            out |= _if_paths(s.body, p + (1,))
-    return out          # (no switch here: normalize.py has turned them into ifs)
 
 
 def _branches(pa: tuple, pb: tuple, ifs: set) -> bool:

@@ -97,6 +97,7 @@ class Facts:
     decls: list = field(default_factory=list)         # (path, scope path, Decl)
     scopes: dict = field(default_factory=dict)        # scope path -> end path
     loops: list = field(default_factory=list)         # loop paths
+    ifs: set = field(default_factory=set)             # if paths
     scope_of: dict = field(default_factory=dict)      # object key -> scope path
     assigned: dict = field(default_factory=dict)      # var key -> [paths of writes]
     readonly_mem: set = field(default_factory=set)    # memory keys never written
@@ -112,6 +113,12 @@ class Facts:
     result_uses: set = field(default_factory=set)
     use_regions: dict = field(default_factory=dict)
     write_regions: dict = field(default_factory=dict)
+
+    def fixed_param(self, uid: int) -> bool:
+        """uid is a parameter the function never assigns nor takes the address of: it has one
+        value throughout."""
+        k = ("var", uid)
+        return uid in self.params and k not in self.assigned and k not in self.address_taken
 
 
 def plan(facts: Facts, key_reads, enabled: bool, combined_top: bool) -> Recording:

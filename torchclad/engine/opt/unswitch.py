@@ -221,34 +221,17 @@ def _null_tested(body: ir.Block, fixed) -> dict:
 
 
 def _assume(block: ir.Block, flags: set, pointers: dict, value: bool = True) -> ir.Block:
-    """block with every `if` on one of flags replaced by the branch taken when the flags have
-    that value, and every null test of one of pointers by its value when they are all null
-    (value False) or none is (value True)."""
+    """block with every test on one of flags, or null test of one of pointers, replaced by its
+    value when the flags have that value and the pointers are all null (value False) or none
+    is (value True); then the `if`s that became constant by the branch they take."""
     if pointers:
-        block = _fold(_stmt_tests(block, frozenset(pointers),
-                                  lambda got: TRUE if got[1] == value else FALSE))
-    return _assume_flags(block, flags, value) if flags else block
-
-
-def _assume_flags(block: ir.Block, flags: set, value: bool) -> ir.Block:
-    out = []
-    for s in block.stmts:
-        if isinstance(s, ir.If):
-            name, negated = _flag_test(s.cond)
-            if name in flags:
-                taken = s.then if value != negated else s.other
-                out.extend(_assume_flags(taken, flags, value).stmts)
-                continue
-            s = ir.If(s.cond, _assume_flags(s.then, flags, value),
-                      _assume_flags(s.other, flags, value), s.loc)
-        elif isinstance(s, ir.Block):
-            s = _assume_flags(s, flags, value)
-        elif isinstance(s, ir.Loop):
-            s = _loop(s, _assume_flags(s.body, flags, value))
-        elif isinstance(s, ir.Switch):
-            s = ir.Switch(s.cond, _assume_flags(s.body, flags, value), s.loc)
-        out.append(s)
-    return ir.Block(tuple(out), block.loc)
+        block = _stmt_tests(block, frozenset(pointers),
+                            lambda got: TRUE if got[1] == value else FALSE)
+    if flags:       # (tested only as whole `if` conditions: _tested)
+        const = TRUE if value else FALSE
+        block = map_stmt(block, lambda e: const if isinstance(e, ir.Var) and e.name in flags
+                         else None)
+    return _fold(block)
 
 
 # ----------------------------------------------------------------------------- constant tests

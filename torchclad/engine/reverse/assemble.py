@@ -352,11 +352,9 @@ class Assembler:
         """cond reads no memory and only parameters the function never assigns (e.g.
         `weight != nullptr`): it has one value throughout, so the reverse evaluates it again
         instead of taping a flag per execution (a tape record per iteration of a loop)."""
-        f = self.rv.facts
         for x in ir.walk_expr(cond):
             if isinstance(x, ir.Var):
-                k = ("var", x.uid)
-                if x.uid not in f.params or k in f.assigned or k in f.address_taken:
+                if not self.rv.facts.fixed_param(x.uid):
                     return False
             elif not (isinstance(x, (ir.Const, ir.Binary, ir.Cast, ir.Cond))
                       or (isinstance(x, ir.Unary) and x.op not in ("*", "&"))):

@@ -158,6 +158,7 @@ class Reverse:
         elif isinstance(s, ir.Block):
             self._collect_block(s, p, mem_written)
         elif isinstance(s, ir.If):
+            f.ifs.add(p)
             self._collect_block(s.then, p + (0,), mem_written)
             self._collect_block(s.other, p + (1,), mem_written)
         elif isinstance(s, ir.Loop):
