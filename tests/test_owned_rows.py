@@ -3,7 +3,9 @@
 Where each iteration n of a parallel reverse loop touches an input adjoint only within its
 row [sigma * n, sigma * n + sigma), the assigning sweep zeroes that row at the start of the
 iteration and the C++ backward passes an uninitialised buffer (no zero fill) when the buffer
-has exactly N * sigma elements (extent "N*C"), a zero-filled one when it has more.
+has exactly N * sigma elements (extent "N*C"), a zero-filled one when it has more. Where the
+first pass over the row writes each of its elements once, the zeroing is folded into that
+pass: its `+=` becomes `=` (reverse/first_pass.py).
 """
 from __future__ import annotations
 
@@ -31,16 +33,23 @@ void rownorm(double* out, const double* x, const double* w, int m, int n) {
 """
 
 ZERO_ROW = re.compile(r"for \(long (_t\d+) = 0; \1 < [^;]*; \+\+\1\) \{\n\s*_d_x\[[^;]*\] = 0;")
+# an element of the row assigned a value, not added into (the zeroing folded)
+ASSIGNED = re.compile(r"_d_x\[[^\]]*\] = (?!0;)")
 
 
-def test_engine_zeroes_owned_rows_in_the_assigning_sweep_only():
+def test_engine_owns_rows_in_the_assigning_sweep_only():
     d = ad.differentiate(ROWNORM, "rownorm", ["x", "w"])
     assert d.assign_extents == (("x", "m*n"), ("w", ""))
     assert set(d.assign_nonneg) >= {"m", "n"}
     f = dict(d.functions)
-    assert len(ZERO_ROW.findall(f["rownorm_reverse_sweep_assign"])) == 1
+    # the row's first pass (the reverse of the output loop, run in blocks of 16 and a rest
+    # loop) writes each element once: it assigns, and nothing zeroes the row first
+    sweep = f["rownorm_reverse_sweep_assign"]
+    assert not ZERO_ROW.search(sweep) and len(ASSIGNED.findall(sweep)) == 2, sweep
+    assert len(re.findall(r"_d_x\[[^\]]*\] \+= ", sweep)) == 1   # the second pass adds
     # the accumulating sweep keeps Clad's contract: it adds into what the caller zeroed
     assert not ZERO_ROW.search(f["rownorm_reverse_sweep"])
+    assert not ASSIGNED.search(f["rownorm_reverse_sweep"])
 
 
 def _rows(body: str, params: str = "int m, int n, int p") -> str:
@@ -266,3 +275,117 @@ def test_a_misplaced_zeroing_falls_back_to_the_zero_filled_variant(monkeypatch):
     d = ad.differentiate(ROWNORM, "rownorm", ["x", "w"])
     assert d.assign_extents == (("x", ""), ("w", ""))
     assert not ZERO_ROW.search(dict(d.functions)["rownorm_reverse_sweep_assign"])
+
+
+# ---- the zeroing folded into the row's first pass (first_pass.fold_zeroing)
+
+FOLDED = {
+    "row": OWNED["row"],
+    "collapse": OWNED["collapse"],     # rows of one element: `_d_x[...] += v` itself
+    # an optional pointer: the loop is versioned on its null test (opt/unswitch.py), and the
+    # first pass of each version assigns
+    "versioned": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
+                 "for (int i = 0; i < n; i++) "
+                 "out[r * n + i] = x[r * n + i] * (w != nullptr ? w[i] : 2.0);",
+}
+
+KEPT = {
+    "short_read": OWNED["short_read"],  # the pass stops before the row's last element
+    # the first pass adds under a branch: the elements it skips keep their zero
+    "branch": "#pragma omp parallel for\n for (int r = 0; r < m; r++) "
+              "for (int i = 0; i < n; i++) { if (x[r * n + i] > 0) "
+              "out[r * n + i] = x[r * n + i] * x[r * n + i]; else out[r * n + i] = 0.0; }",
+}
+
+
+def _src(body: str) -> str:
+    return _rows(body, "const double* w, int m, int n, int p")
+
+
+@pytest.mark.parametrize("case", sorted(FOLDED))
+def test_the_first_pass_over_a_row_assigns_it(case):
+    d = ad.differentiate(_src(FOLDED[case]), "f", "x")
+    sweep = dict(d.functions)["f_reverse_sweep_assign"]
+    assert d.assign_extents == (("x", "m*n"),)
+    assert not ZERO_ROW.search(sweep) and ASSIGNED.search(sweep), sweep
+    assert "+= " not in "".join(re.findall(r"_d_x\[[^\]]*\] \+= ", sweep)), sweep
+
+
+@pytest.mark.parametrize("case", sorted(KEPT))
+def test_the_zeroing_stays_where_the_first_pass_may_skip_an_element(case):
+    d = ad.differentiate(_src(KEPT[case]), "f", "x")
+    sweep = dict(d.functions)["f_reverse_sweep_assign"]
+    assert d.assign_extents == (("x", "m*n"),)
+    assert ZERO_ROW.search(sweep) and not ASSIGNED.search(sweep), sweep
+
+
+@pytest.mark.parametrize("case", sorted(FOLDED) + sorted(KEPT))
+def test_uninitialised_rows_come_out_right(case):
+    """The bridge hands the assigning sweep an uninitialised buffer (torch.empty); filled
+    with garbage first, every element must still come out as the finite differences say."""
+    f = torchclad.function(_src({**FOLDED, **KEPT}[case]), "f", inputs=["x", "w"],
+                           outputs={"out": lambda x, w: (x.numel(),)},
+                           sizes={"m": lambda x, w: x.shape[0], "n": lambda x, w: x.shape[1],
+                                  "p": lambda x, w: 0})
+    kop = ops.kernel_op(f)
+    before = kop.fast.stats()["assigning_sweep"]
+    for k in range(3):
+        torch.full((4096,), float("nan"), dtype=torch.float64).sum()  # dirty the allocator
+        x = torch.randn(9, 35, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(35, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(9 * 35, dtype=torch.float64) * (k + 1)
+        f(x, w).backward(g)
+        assert torch.isfinite(x.grad).all()
+    assert kop.fast.stats()["assigning_sweep"] - before == 3
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (x, w))
+
+
+def _ir_fold(lo="0", hi="4", shift=0, extra=(), op="+=", sigma="4"):
+    """The sweep `for n < 8 { zero row n of 4; for (int i = lo; i < hi; i += 1) { extra;
+    _d_x[4 * n + i + shift] op 1; } }` and the same after first_pass.fold_zeroing."""
+    from torchclad.engine import ir
+    from torchclad.engine.reverse import first_pass, rows
+    P = ir.Type("double", 1, real=True)
+    d, n, z = ir.Var("_d_x", P, 0), ir.Var("n", ir.INT, 7), ir.Var("_t9", ir.LONG, 0)
+    i = ir.Var("i", ir.INT, 9)
+    c = lambda k, t=ir.INT: ir.Const(str(k), t)
+    one = lambda v: ir.Assign("+=", v, c(1, v.type))
+    row = ir.Binary("*", c(4, ir.LONG), ir.Cast(n, ir.LONG), ir.LONG)
+    zero = ir.Loop((ir.Decl(z, c(0, ir.LONG)),), ir.Binary("<", z, c(sigma, ir.LONG), ir.BOOL),
+                   (one(z),),
+                   ir.Block((ir.Assign("=", ir.Index(d, ir.Binary("+", row, z, ir.LONG),
+                                                     ir.DOUBLE), c(0, ir.DOUBLE)),)))
+    at = ir.Binary("+", ir.Binary("*", c(4), n, ir.INT), i, ir.INT)
+    if shift:
+        at = ir.Binary("+", at, c(shift), ir.INT)
+    add = ir.Assign(op, ir.Index(d, at, ir.DOUBLE), c(1, ir.DOUBLE))
+    first = ir.Loop((ir.Decl(i, c(lo)),), ir.Binary("<", i, c(hi), ir.BOOL), (one(i),),
+                    ir.Block(tuple(extra) + (add,)))
+    loop = ir.Loop((ir.Decl(n, c(0)),), ir.Binary("<", n, c(8), ir.BOOL), (one(n),),
+                   ir.Block((zero, first)))
+    r = rows.Row("_t9", (), (), (7,), 1)
+    return [loop], first_pass.fold_zeroing([loop], "_d_x", r)
+
+
+def _folded(**kw) -> bool:
+    from torchclad.engine.emit.cpp import block_text
+    before, after = _ir_fold(**kw)
+    text = block_text(after)
+    assert (after == before) == ("_t9" in text)
+    return after != before
+
+
+def test_fold_takes_a_pass_over_the_whole_row():
+    assert _folded()
+
+
+def test_fold_refuses_a_pass_that_may_miss_or_add_twice():
+    from torchclad.engine import ir
+    assert not _folded(hi="3")                 # misses the last element
+    assert not _folded(lo="1")                 # misses the first
+    assert not _folded(shift=1)                # the next row's first element
+    assert not _folded(op="-=")
+    assert not _folded(sigma="5")              # a row wider than the pass
+    assert not _folded(extra=(ir.If(ir.Const("true", ir.BOOL), ir.Block((ir.Break(),))),))

@@ -246,9 +246,6 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
             double* _d_w = _t7 ? (_t11.data()) + _t8 * _t5 : _t12;
             for (long _t13 = torchclad::par_begin(_t8, _t1, _t6); _t13 < torchclad::par_begin(_t8 + 1, _t1, _t6); ++_t13) {
                 int b = static_cast<int>(_t13);
-                for (long _t2 = 0; _t2 < (long)C; ++_t2) {
-                    _d_inp[(long)C * (long)b + _t2] = 0;
-                }
                 double m = static_cast<double>(_t0[b]);
                 const double* x = inp + b * C;
                 double _d_m = double(0);
@@ -261,14 +258,14 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
                             for (int _j0 = 0; _j0 < 16; ++_j0) {
                                 int i = _ib0 + _j0;
                                 double _r_d0 = _d_out[b * C + i];
-                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _d_inp[x - inp + i] = _r_d0 * m;
                                 _lane0[_j0] += x[i] * _r_d0;
                                 _d_bias[i] += _r_d0;
                             }
                         }
                         for (int i = _ib0; i < C; ++i) {
                             double _r_d0 = _d_out[b * C + i];
-                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_inp[x - inp + i] = _r_d0 * m;
                             _d_m += x[i] * _r_d0;
                             _d_bias[i] += _r_d0;
                         }
@@ -285,13 +282,13 @@ void omp_rows_shared_reverse_sweep_assign(double* out, const double* inp, const 
                             for (int _j1 = 0; _j1 < 16; ++_j1) {
                                 int i = _ib1 + _j1;
                                 double _r_d0 = _d_out[b * C + i];
-                                _d_inp[x - inp + i] += _r_d0 * m;
+                                _d_inp[x - inp + i] = _r_d0 * m;
                                 _lane1[_j1] += x[i] * _r_d0;
                             }
                         }
                         for (int i = _ib1; i < C; ++i) {
                             double _r_d0 = _d_out[b * C + i];
-                            _d_inp[x - inp + i] += _r_d0 * m;
+                            _d_inp[x - inp + i] = _r_d0 * m;
                             _d_m += x[i] * _r_d0;
                         }
                         for (int _j1 = 0; _j1 < 16; ++_j1) {

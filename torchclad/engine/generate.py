@@ -26,6 +26,7 @@ from .plan import Node
 from .reverse.assemble import Assembler
 from .reverse.assign import elementwise_assign
 from .reverse import rows as rows_mod
+from .reverse.first_pass import fold_zeroing
 
 TAPE_TYPE = ir.Type("torchclad::Tape")
 TAPE_PARAM = (ir.Type("torchclad::Tape&"), names.TAPE)
@@ -190,8 +191,9 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     (analysis/outputs.py): the sweep assembled again without the seed resets, optimised
     alike. It adds into its input adjoints as the sweep does (extent None: the caller zeroes
     them), except those whose rows each iteration owns and zeroes itself (reverse/rows.py;
-    extent: the parameter uids whose product is the number of elements so written). None
-    when the proof fails."""
+    extent: the parameter uids whose product is the number of elements so written) or
+    assigns in its first pass over the row (reverse/first_pass.py). None when the proof
+    fails."""
     an = node.analysis
     rv = an.reverse
     index = {p.uid: k for k, p in enumerate(an.fn.params)}
@@ -209,6 +211,8 @@ def read_only_sweep(node: Node, groups: list, promote) -> "tuple | None":
     if any(not rows_mod.placed(body, root, row) for root, row in rows.items()):
         rows = {}                        # a pass moved a zeroing loop: zero-fill instead
         body, _ = split_sweep(node, groups, promote, read_only)
+    for root, row in rows.items():       # the first pass over a row assigns it, if it can
+        body = fold_zeroing(body, root, row)
     for s in body:
         for x in ir.walk_stmts(s):
             if isinstance(x, ir.Assign) and not isinstance(x.target, ir.Var):

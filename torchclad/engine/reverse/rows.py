@@ -30,6 +30,9 @@ loop is still at the top level of the body of the nest's innermost loop, with no
 it but the nest's own (or the chunk loops of partial sums that stand for its parallel
 levels, chunks.py), and every mention of the adjoint follows it there.
 Anything else: the caller assembles the sweep again without zeroing, and zero-fills.
+
+Where the first pass over the row writes each of its elements once, first_pass.py folds
+the zeroing into it.
 """
 from __future__ import annotations
 
@@ -180,22 +183,27 @@ def _monomial(p: dict, sp, params: set) -> "tuple | None":
     return uids if all(u in params for u in uids) else None
 
 
+def mentions(s, root: str) -> int:
+    """How many times statement s (nested statements included) names variable `root`."""
+    return sum(1 for x in ir.walk_stmts(s) for e in ir.stmt_exprs(x)
+               for y in ir.walk_expr(e) if isinstance(y, ir.Var) and y.name == root)
+
+
 def placed(body: list, root: str, row: Row) -> bool:
     """Whether, in the finished sweep `body`, every mention of adjoint `root` follows a
     zeroing loop of `row` at the top level of the body of the nest's innermost loop (see the
     module docstring)."""
     seen = [0, 0]            # mentions after a zeroing loop, zeroing loops found
 
-    def mentions(s) -> int:
-        return sum(1 for x in ir.walk_stmts(s) for e in ir.stmt_exprs(x)
-                   for y in ir.walk_expr(e) if isinstance(y, ir.Var) and y.name == root)
+    def named(s) -> int:
+        return mentions(s, root)
 
     def visit(stmts, loops: tuple) -> bool:
         for k, s in enumerate(stmts):
-            if _is_zeroing(s, row.marker):
-                if not _rows_loops(loops, row) or any(mentions(x) for x in stmts[:k]):
+            if is_zeroing(s, row.marker):
+                if not _rows_loops(loops, row) or any(named(x) for x in stmts[:k]):
                     return False
-                seen[0] += sum(mentions(x) for x in stmts[k:])
+                seen[0] += sum(named(x) for x in stmts[k:])
                 seen[1] += 1
                 return True
             if isinstance(s, ir.Loop):
@@ -211,10 +219,10 @@ def placed(body: list, root: str, row: Row) -> bool:
 
     if not visit(body, ()):
         return False
-    return seen[1] > 0 and seen[0] == sum(mentions(s) for s in body)
+    return seen[1] > 0 and seen[0] == sum(named(s) for s in body)
 
 
-def _is_zeroing(s, marker: str) -> bool:
+def is_zeroing(s, marker: str) -> bool:
     d = _counter(s) if isinstance(s, ir.Loop) else None
     return d is not None and d.var.name == marker
 
@@ -237,3 +245,4 @@ def _rows_loops(loops: tuple, row: Row) -> bool:
     counters = [_counter(l) for l in loops]
     return len(loops) == len(levels) and all(
         d is not None and d.var.uid == u for d, u in zip(counters, levels))
+
