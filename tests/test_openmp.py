@@ -316,6 +316,53 @@ def test_guarded_tail_gradients_match_torch_at_any_thread_count():
     assert all(torch.equal(got[0], o) for o in got[1:])
 
 
+STRIDED = textwrap.dedent("""
+    // every other channel of a row (the real parts of interleaved pairs), squared and scaled
+    void evens(double* out, const double* x, int N, int C) {
+      #pragma omp parallel for
+      for (int n = 0; n < N; n++)
+        for (int i = 0; i < C; i += 2) out[n * C + i] = 3.0 * x[n * C + i] * x[n * C + i];
+    }
+""")
+
+
+def test_an_inner_loop_with_a_step_keeps_the_reverse_parallel():
+    """The reverse of `i += 2` steps its counter down (`i -= 2`); that step is the loop's own,
+    not a write that makes the counter unknown, so index n * C + i stays within row n and the
+    reverse is parallel. A counter the body also moves stays unknown: serial, with the reason."""
+    d, warned = _derive(STRIDED, "evens", "x")
+    assert "i -= 2" in _sweep(d.code, "evens")
+    assert "#pragma omp parallel for" in _sweep(d.code, "evens") and not warned
+    moved = STRIDED.replace("out[n * C + i] = 3.0", "{ out[n * C + i] = 3.0").replace(
+        "x[n * C + i];\n", "x[n * C + i]; i += x[n * C] > 9 ? 1 : 0; }\n", 1)
+    d, warned = _derive(moved, "evens", "x")
+    assert "#pragma omp" not in _sweep(d.code, "evens")
+    assert len(warned) == 1 and "runs serially" in warned[0]
+
+
+def test_strided_gradients_match_torch_at_any_thread_count():
+    import torchclad
+
+    g = torchclad.gradient(STRIDED, "evens", "x")
+    N, C = 7, 9                                    # an odd row: its last channel is even
+    x = torch.linspace(-1.5, 2.0, N * C, dtype=torch.float64)
+    seed = torch.linspace(0.5, 1.5, N * C, dtype=torch.float64)
+    want = torch.zeros(N, C, dtype=torch.float64)
+    want[:, ::2] = 6.0 * x.view(N, C)[:, ::2] * seed.view(N, C)[:, ::2]
+    got = []
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            (dx,) = g(torch.zeros(N * C, dtype=torch.float64), x, N, C,
+                      grad_outputs={"out": seed})
+            got.append(dx)
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(got[0], want.reshape(-1), rtol=1e-12, atol=1e-12)
+    assert all(torch.equal(got[0], o) for o in got[1:])
+
+
 @pytest.mark.parametrize("src,reason", [
     ("""void f(double* y, const double* x, int n, int k) {
       #pragma omp parallel for

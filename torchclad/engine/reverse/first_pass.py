@@ -256,7 +256,7 @@ def _lanes(b: ir.Block, want: _Pass) -> "list | None":
     if not (isinstance(j0, ir.Const) and j0.text == "0" and isinstance(j_hi, ir.Const)
             and j_hi.text == width and isinstance(v0, ir.Var) and v0.name == ib.name
             and v_hi == hi and isinstance(first, ir.Decl) and first.var.name == v.name
-            and first.init == ir.Binary("+", ib, j, first.init.type)
+            and first.init is not None and first.init == ir.Binary("+", ib, j, first.init.type)
             and want.runs_over_row(ib, start.init, hi)):
         return None
     moved = _assigned([inner.body, rest.body])

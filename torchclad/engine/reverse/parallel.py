@@ -93,10 +93,17 @@ class _Scan:
         self.accesses: list = []
         self.scalar_acc: dict = {}        # outer scalar adjoint -> its type (only added into)
         self.scalar_other: set = set()
+        # a loop's step of its own counter (`i -= 2`) does not make the counter vary: _stmt
+        # reads the counter as a coordinate where _header knows the loop, else as varying
+        steps = {id(a) for s in body for x in ir.walk_stmts(s) if isinstance(x, ir.Loop)
+                 and len(x.init) == 1 and isinstance(x.init[0], ir.Decl)
+                 for a in x.inc if isinstance(a, ir.Assign) and isinstance(a.target, ir.Var)
+                 and key(a.target) == key(x.init[0].var)}
         assigned = {}
         for s in body:
             for x in ir.walk_stmts(s):
-                if isinstance(x, ir.Assign) and isinstance(x.target, ir.Var):
+                if isinstance(x, ir.Assign) and isinstance(x.target, ir.Var) and \
+                        id(x) not in steps:
                     assigned.setdefault(key(x.target), []).append(x)
         self._counters: set = set()
         self._n_guards = 0
