@@ -100,7 +100,10 @@ class _Pass:
         try:
             a, b = sp.poly(index), sp.poly(self.at)
         finally:
-            sp.coords.pop(key(v), None) if v is not None else sp.defs.pop(key(self.z))
+            if v is None:
+                del sp.defs[key(self.z)]
+            else:
+                del sp.coords[key(v)]
             sp.alias, sp.varying = {}, self.varying
         return a is not None and b is not None and frozen(a) == frozen(b)
 
@@ -138,7 +141,7 @@ def _covering(s, want: _Pass):
     """s with its first pass over the row assigning, when s writes every element of the row
     once before it reads any (on every path), else None."""
     if isinstance(s, ir.If):
-        if any(_mentions_expr(e, want.root) for e in ir.stmt_exprs(s)):
+        if want.root in ir.names_in(s.cond):
             return None
         then, other = _covering_list(s.then.stmts, want), _covering_list(s.other.stmts, want)
         if then is None or other is None:
@@ -277,7 +280,3 @@ def _accumulates(a, root: str) -> bool:
     return (isinstance(a, ir.Assign) and a.op == "+=" and isinstance(a.target, ir.Index)
             and isinstance(a.target.base, ir.Var) and a.target.base.name == root
             and mentions(a, root) == 1)
-
-
-def _mentions_expr(e, root: str) -> bool:
-    return any(isinstance(y, ir.Var) and y.name == root for y in ir.walk_expr(e))

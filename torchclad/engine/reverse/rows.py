@@ -195,15 +195,12 @@ def placed(body: list, root: str, row: Row) -> bool:
     module docstring)."""
     seen = [0, 0]            # mentions after a zeroing loop, zeroing loops found
 
-    def named(s) -> int:
-        return mentions(s, root)
-
     def visit(stmts, loops: tuple) -> bool:
         for k, s in enumerate(stmts):
             if is_zeroing(s, row.marker):
-                if not _rows_loops(loops, row) or any(named(x) for x in stmts[:k]):
+                if not _rows_loops(loops, row) or any(mentions(x, root) for x in stmts[:k]):
                     return False
-                seen[0] += sum(named(x) for x in stmts[k:])
+                seen[0] += sum(mentions(x, root) for x in stmts[k:])
                 seen[1] += 1
                 return True
             if isinstance(s, ir.Loop):
@@ -219,7 +216,7 @@ def placed(body: list, root: str, row: Row) -> bool:
 
     if not visit(body, ()):
         return False
-    return seen[1] > 0 and seen[0] == sum(named(s) for s in body)
+    return seen[1] > 0 and seen[0] == sum(mentions(s, root) for s in body)
 
 
 def is_zeroing(s, marker: str) -> bool:
@@ -245,4 +242,3 @@ def _rows_loops(loops: tuple, row: Row) -> bool:
     counters = [_counter(l) for l in loops]
     return len(loops) == len(levels) and all(
         d is not None and d.var.uid == u for d, u in zip(counters, levels))
-
