@@ -375,3 +375,27 @@ def test_derivative_says_whether_the_sweep_writes_primal_memory(name, writes):
     path = Path(__file__).resolve().parent / "corpus" / "kernels" / f"{name}.cpp"
     d = differentiate(path.read_text(), name, None, filename=path.name)
     assert d.sweep_writes_primal is writes
+
+
+def test_a_loop_the_pullback_leaves_empty_is_dropped():
+    """The forward part of a pullback keeps a loop only for what it records: a sum of squares
+    records nothing, so no empty `for` is left for the reader. A loop whose counter outlives
+    it (read after the loop) stays."""
+    from torchclad.engine import differentiate
+
+    sumsq = """
+        double f(const double* x, int n) {
+          double s = 0.0;
+          for (int i = 0; i < n; ++i) { double a = x[i]; s += a * a; }
+          return s;
+        }"""
+    pull = dict(differentiate(textwrap.dedent(sumsq), "f", "x").functions)["f_pullback"]
+    assert pull.count("for (") == 1 and not re.search(r"\)\s*\{\s*\}", pull)
+    search = """
+        double g(const double* x, int n) {
+          int i = 0;
+          for (; i + 1 < n && x[i] < 0.0; ++i) {}
+          return x[i] * x[i];
+        }"""
+    pull = dict(differentiate(textwrap.dedent(search), "g", "x").functions)["g_pullback"]
+    assert "x[i] < 0.0" in pull

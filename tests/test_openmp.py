@@ -363,6 +363,63 @@ def test_strided_gradients_match_torch_at_any_thread_count():
     assert all(torch.equal(got[0], o) for o in got[1:])
 
 
+UNROLLED = textwrap.dedent("""
+    // a row four channels at a time, as llm.c unrolls; the last C % 4 channels are left alone
+    void quads(double* out, const double* x, int N, int C) {
+      #pragma omp parallel for
+      for (int n = 0; n < N; n++)
+        for (int i = 0; i + 3 < C; i += 4) {
+          const double* xi = x + n * C + i;
+          out[n * C + i] = xi[0] * xi[3];
+          out[n * C + i + 1] = xi[1] * xi[1];
+          out[n * C + i + 2] = 2.0 * xi[2];
+          out[n * C + i + 3] = xi[3];
+        }
+    }
+""")
+
+
+def test_an_unrolled_inner_loop_keeps_the_reverse_parallel():
+    """`i + 3 < C; i += 4` is read as `i < C - 3`: its reverse counts down from the last
+    multiple of 4 with no trip count taped, and stays parallel. With an unsigned C (C - 3 would
+    wrap for C < 3) the loop is left as it is: taped, serial, with the reason."""
+    d, warned = _derive(UNROLLED, "quads", "x")
+    sweep = _sweep(d.code, "quads")
+    assert "#pragma omp parallel for" in sweep and "i -= 4" in sweep and not warned
+    assert "_tape." not in sweep
+    d, warned = _derive(UNROLLED.replace("int C)", "unsigned C)"), "quads", "x")
+    assert "#pragma omp" not in _sweep(d.code, "quads")
+    assert len(warned) == 1 and "runs serially" in warned[0]
+
+
+@pytest.mark.parametrize("C", [3, 4, 11, 12])
+def test_unrolled_gradients_are_exact_at_any_thread_count(C):
+    import torchclad
+
+    g = torchclad.gradient(UNROLLED, "quads", "x")
+    N = 5
+    x = torch.linspace(-1.5, 2.0, N * C, dtype=torch.float64).view(N, C)
+    seed = torch.linspace(0.5, 1.5, N * C, dtype=torch.float64).view(N, C)
+    want = torch.zeros(N, C, dtype=torch.float64)
+    for q in range(0, C - 3, 4):
+        want[:, q] = seed[:, q] * x[:, q + 3]
+        want[:, q + 1] = 2.0 * x[:, q + 1] * seed[:, q + 1]
+        want[:, q + 2] = 2.0 * seed[:, q + 2]
+        want[:, q + 3] = seed[:, q] * x[:, q] + seed[:, q + 3]
+    got = []
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            (dx,) = g(torch.zeros(N * C, dtype=torch.float64), x.reshape(-1), N, C,
+                      grad_outputs={"out": seed.reshape(-1)})
+            got.append(dx)
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(got[0], want.reshape(-1), rtol=1e-12, atol=1e-12)
+    assert all(torch.equal(got[0], o) for o in got[1:])
+
+
 @pytest.mark.parametrize("src,reason", [
     ("""void f(double* y, const double* x, int n, int k) {
       #pragma omp parallel for

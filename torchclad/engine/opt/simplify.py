@@ -187,8 +187,24 @@ def _drop(stmts, dead: set) -> list:
                                                  isinstance(x.target, ir.Var) and
                                                  x.target.name in dead))
             s = replace(s, body=ir.Block(tuple(_drop(s.body.stmts, dead))), inc=inc)
+            if _idle(s):
+                continue
         out.append(s)
     return out
+
+
+def _idle(loop: ir.Loop) -> bool:
+    """An empty loop whose header only declares, tests and steps its own counters (pure
+    expressions): it does nothing (C++ lets a loop without side effects be assumed to end),
+    like the forward part of a pullback whose loop records nothing."""
+    if loop.body.stmts or loop.cond is None or not loop.init or not all(
+            isinstance(d, ir.Decl) and not d.var.type.is_memory and _pure(d.init)
+            for d in loop.init):
+        return False
+    own = {d.var.name for d in loop.init}
+    return _pure(loop.cond) and all(
+        isinstance(a, ir.Assign) and isinstance(a.target, ir.Var) and a.target.name in own
+        and _pure(a.value) for a in loop.inc)
 
 
 def dead_code(stmts, keep: set = frozenset()) -> list:

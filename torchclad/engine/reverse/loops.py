@@ -1,5 +1,6 @@
 """Canonical loops: `for (int i = lo; i < hi; i += c)` (or counting down, `i -= c`), c a
-positive integer literal (1 for `i++`), with i, lo and hi unchanged by the body. Such a loop
+positive integer literal (1 for `i++`), with i, lo and hi unchanged by the body; an unrolled
+loop's `i + k < n` (k a literal, n signed) is read as `i < n - k`. Such a loop
 needs no iteration count on the tape: its reverse runs `for (i = hi; i-- > lo; )` (a step of
 one) or over the iteration numbers k = n-1 .. 0 with i = lo + k * c, and its counter is the
 reverse's own."""
@@ -69,6 +70,26 @@ def step_of(e) -> "int | None":
     return int(m.group(1)) if m and int(m.group(1)) > 0 else None
 
 
+# Integer spellings whose arithmetic cannot wrap in a well-defined program: n - k stays below
+# n, so `i + k < n` and `i < n - k` agree (for an unsigned n < k the second would wrap).
+_SIGNED = frozenset({"int", "long", "long long", "short", "signed char", "ptrdiff_t",
+                     "std::ptrdiff_t", "int64_t", "int32_t", "std::int64_t", "std::int32_t"})
+
+
+def _unrolled(c: ir.Binary, v: ir.Var) -> ir.Binary:
+    """`i + k < n` (or `<=`), k a literal and i, n signed, as `i < n - k`; else c itself."""
+    lhs = c.lhs
+    if not (c.op in ("<", "<=") and isinstance(lhs, ir.Binary) and lhs.op == "+" and
+            isinstance(lhs.lhs, ir.Var) and lhs.lhs.uid == v.uid):
+        return c
+    k = step_of(lhs.rhs)
+    signed = all(t.ptr == 0 and not t.dims and t.base in _SIGNED
+                 for t in (v.type, lhs.type, c.rhs.type))
+    if k is None or not signed:
+        return c
+    return ir.Binary(c.op, lhs.lhs, ir.Binary("-", c.rhs, lhs.rhs, c.rhs.type), c.type)
+
+
 def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
     """for (int i = lo; i < hi; i += c) with i, lo, hi unchanged by the body."""
     if len(s.init) != 1 or len(s.inc) != 1 or s.cond is None:
@@ -82,9 +103,13 @@ def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
             inc.target.uid == v.uid and inc.op in ("+=", "-=") and
             step_of(inc.value) is not None):
         return None
-    if not (isinstance(c, ir.Binary) and isinstance(c.lhs, ir.Var) and c.lhs.uid == v.uid):
+    if not isinstance(c, ir.Binary):
         return None
     up = inc.op == "+="
+    if up:
+        c = _unrolled(c, v)
+    if not (isinstance(c.lhs, ir.Var) and c.lhs.uid == v.uid):
+        return None
     if up and c.op not in ("<", "<="):
         return None
     if not up and c.op not in (">", ">="):
