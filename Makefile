@@ -45,8 +45,12 @@ $(INSTALL_STAMP): $(DEPS_STAMP) $(BUILD_INPUTS)
 	$(PIP) install --no-build-isolation -e ".[test,bench]"
 	touch $@
 
+# One pytest worker per core (pytest-xdist), each test file whole on one worker: its
+# module-level fixtures (compiled kernels) are built once. TEST_JOBS=0 runs in this process.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile tests
 
 demo: install
 	$(PY) -m torchclad.demo
