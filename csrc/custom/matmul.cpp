@@ -142,14 +142,30 @@ void matmul_strided_adjoints_tri(const T* a, const T* b, int M, int N, int lda, 
     }
 }
 
-// All of one entry's adjoints; returns <d out, a @ op(b)> when want_alpha, else 0.
+// The columns of row i of out that matmul_strided_one writes (all but in a causal product).
+inline int matmul_written_cols(int i, int N, int tri) {
+    if (tri != 2) return N;
+    return matmul_causal_cols((i / MATMUL_CAUSAL_BLOCK + 1) * MATMUL_CAUSAL_BLOCK, N);
+}
+
+// All of one entry's adjoints; returns <d out, a @ op(b)> when want_alpha, else 0. In a causal
+// product (tri == 2) d out is read where the forward wrote only: each row block's GEMM pair
+// takes its columns [0, r1).
 template <typename T>
 T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int lda, int ldb,
                               int ldo, int tb, T alpha, int tri, const T* dout, T* da, T* db,
                               bool want_alpha, bool fixed) {
     if (K <= 0) return T(0);
-    if (tri != 0) {
+    if (tri == 1) {
         matmul_strided_adjoints_tri(a, b, M, N, lda, ldb, ldo, tb, alpha, dout, da, db, fixed);
+    } else if (tri == 2) {
+        for (int r0 = 0; r0 < M; r0 += MATMUL_CAUSAL_BLOCK) {
+            const int r1 = r0 + MATMUL_CAUSAL_BLOCK < M ? r0 + MATMUL_CAUSAL_BLOCK : M;
+            const long ra = static_cast<long>(r0) * lda;
+            matmul_strided_adjoints_gemm(a + ra, b, r1 - r0, matmul_causal_cols(r1, N), K, lda,
+                                         ldb, ldo, tb, alpha, dout + static_cast<long>(r0) * ldo,
+                                         da != nullptr ? da + ra : da, db, fixed);
+        }
     } else {
         matmul_strided_adjoints_gemm(a, b, M, N, K, lda, ldb, ldo, tb, alpha, dout, da, db, fixed);
     }
@@ -158,7 +174,8 @@ T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int l
     matmul_strided_one(prod.data(), a, b, M, N, K, lda, ldb, N, tb, T(1), 0, fixed, tri);
     T sum = T(0);
     for (int i = 0; i < M; i++) {
-        for (int j = 0; j < N; j++) sum += dout[static_cast<long>(i) * ldo + j] * prod[static_cast<long>(i) * N + j];
+        const int n = matmul_written_cols(i, N, tri);
+        for (int j = 0; j < n; j++) sum += dout[static_cast<long>(i) * ldo + j] * prod[static_cast<long>(i) * N + j];
     }
     return sum;
 }
@@ -176,9 +193,10 @@ T matmul_strided_adjoints_entry(int e, const T* a, const T* b, int M, int N, int
     T s = matmul_strided_adjoints_one(a + g.a(e), b + g.b(e), M, N, K, lda, ldb, ldo, tb, alpha,
                                       tri, go, da != nullptr ? da + g.a(e) : da,
                                       db != nullptr ? db + g.b(e) : db, want_alpha, fixed);
-    if (zero) {
+    if (zero) {  // what the forward wrote (the rest of a causal product's out passes through)
         for (int i = 0; i < M; i++) {
-            for (int j = 0; j < N; j++) go[static_cast<long>(i) * ldo + j] = T(0);
+            const int n = matmul_written_cols(i, N, tri);
+            for (int j = 0; j < n; j++) go[static_cast<long>(i) * ldo + j] = T(0);
         }
     }
     return s;

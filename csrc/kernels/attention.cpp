@@ -23,15 +23,16 @@
 // inp, those of out C apart; the batch is the B x NH grid of (b, h)), one call per product. The engine does not differentiate the GEMM: it calls the custom derivative
 // matmul_strided_pullback (csrc/custom/matmul.cpp, the one hand-written derivative family, BLAS),
 // and matmul_strided_pushforward / _pullback_pushforward in forward mode and double backward.
-// The full T x T product is computed and the part above the diagonal is then masked: 2x the
-// flops of a causal-only product, in BLAS's blocked kernels.
+// The scores are computed by blocks of 64 query rows, each against the keys up to its last row
+// (matmul_strided's tri = 2), and the part above the diagonal is then masked: at T = 256, 62.5%
+// of the full T x T product's flops (the whole product at T <= 64), in BLAS's blocked kernels.
 //
 // out, preatt and att are marked TORCHCLAD_WRITE_ONCE: the engine cannot prove by itself that
 // the slices written for different (b, h) or t never overlap, and would otherwise tape every
 // element it writes (docs/ENGINE_REQUESTS.md nn-4). out and att are written once each; preatt
-// above the diagonal is written twice (the GEMM's score, then the mask's 0), and nothing reads
-// the first value: the reverse of the mask zeroes its adjoint and the GEMM's pullback needs q
-// and k only. The tape holds two values per row, its max and its sum of exps; the sweep
+// above the diagonal is written by the mask's 0, and inside a block's diagonal block first by
+// the GEMM (a score nothing reads): the reverse of the mask zeroes its adjoint and the GEMM's
+// pullback needs q and k only. The tape holds two values per row, its max and its sum of exps; the sweep
 // reads the probabilities back from att (a probability is written as
 // exp(score - max - log(sum)), whose derivative is itself).
 //
@@ -68,8 +69,10 @@ void attention_forward(T* TORCHCLAD_WRITE_ONCE out, T* TORCHCLAD_WRITE_ONCE prea
     int hs = C / NH;
     int C3 = 3 * C;
     T scale = T(1) / std::sqrt(T(hs));
-    // scores (Tn, Tn) = q (Tn, hs) @ k^T * scale for each (b, h), all of them (the mask follows)
-    matmul_strided(preatt, inp, inp + C, Tn, Tn, hs, C3, C3, Tn, 1, scale, 0, 0,
+    // scores (Tn, Tn) = q (Tn, hs) @ k^T * scale for each (b, h), the causal part by blocks of
+    // 64 query rows (tri = 2: columns right of a block's diagonal block are not computed; the
+    // mask below writes every score above the diagonal)
+    matmul_strided(preatt, inp, inp + C, Tn, Tn, hs, C3, C3, Tn, 1, scale, 0, 2,
                    B, NH, Tn * C3, hs, Tn * C3, hs, NH * Tn * Tn, Tn * Tn);
     // causal mask and softmax, one query row per iteration
     #pragma omp parallel for collapse(3)

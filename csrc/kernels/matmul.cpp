@@ -108,7 +108,10 @@ inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, double alpha, con
 // dimensions), for each batch entry (i, j) of an nb x nh grid:
 //   out_ij (M, N; row stride ldo) = [out_ij +] alpha * a_ij (M, K; lda) @ op(b_ij)
 //   op(b) = b^T with b (N, K; ldb) when tb != 0, else b (K, N; ldb); out += when acc != 0;
-//   tri != 0: a_ij is lower triangular (M == K), only its lower part read (matmul_strided_one);
+//   tri == 1: a_ij is lower triangular (M == K), only its lower part read (matmul_strided_one);
+//   tri == 2: only the lower part of out_ij is wanted (M == N: a causal product of scores), by
+//   blocks of MATMUL_CAUSAL_BLOCK rows; what lies right of a block's diagonal block is not
+//   written (the caller masks it);
 //   a_ij = a + i * sa_b + j * sa_h, likewise b_ij (sb_b, sb_h) and out_ij (so_b, so_h).
 // With acc == 0, out is only written (BLAS does not read c when beta is 0). One entry
 // (nb = nh = 1) is one GEMM with BLAS's threads; more run in parallel, one single-threaded GEMM
@@ -145,14 +148,34 @@ void matmul_strided_gemm(T* out, const T* a, const T* b, int M, int N, int K, in
 // block is one GEMM, the diagonal block (s <= t only) plain loops.
 constexpr int MATMUL_TRI_BLOCK = 16;
 
-// One entry of matmul_strided; tri: a is lower triangular (M == K) and its upper part is never
-// read, not even multiplied by 0 (a NaN or Inf in a row of op(b) that only the upper part meets
-// stays out of the result: attention's causal product att @ v does not see the future).
+// Rows of a causal product (tri == 2) are taken in blocks of this many: the rows [r0, r1) of out
+// get their columns [0, r1) only, one GEMM per block. With T query rows the GEMMs do
+// (T / 64 + 1) / (2 T / 64) of the full product's work (62.5% at T = 256; the whole product at
+// T <= 64, where nothing changes); smaller blocks would waste less but make GEMMs too small.
+constexpr int MATMUL_CAUSAL_BLOCK = 64;
+
+// The columns of out a row block [r0, r1) of a causal product computes (and its pullback reads).
+inline int matmul_causal_cols(int r1, int N) { return r1 < N ? r1 : N; }
+
+// One entry of matmul_strided; tri == 1: a is lower triangular (M == K) and its upper part is
+// never read, not even multiplied by 0 (a NaN or Inf in a row of op(b) that only the upper part
+// meets stays out of the result: attention's causal product att @ v does not see the future);
+// tri == 2: out's lower part only, by row blocks (MATMUL_CAUSAL_BLOCK).
 template <typename T>
 void matmul_strided_one(T* out, const T* a, const T* b, int M, int N, int K, int lda, int ldb,
                         int ldo, int tb, T alpha, int acc, bool fixed, int tri) {
     if (tri == 0) {
         matmul_strided_gemm(out, a, b, M, N, K, lda, ldb, ldo, tb, alpha, acc, fixed);
+        return;
+    }
+    if (tri == 2) {
+        // op(b)'s first r1 columns are b itself with N = r1, whether b is (N, K) or (K, N)
+        for (int r0 = 0; r0 < M; r0 += MATMUL_CAUSAL_BLOCK) {
+            const int r1 = r0 + MATMUL_CAUSAL_BLOCK < M ? r0 + MATMUL_CAUSAL_BLOCK : M;
+            matmul_strided_gemm(out + static_cast<long>(r0) * ldo, a + static_cast<long>(r0) * lda,
+                                b, r1 - r0, matmul_causal_cols(r1, N), K, lda, ldb, ldo, tb,
+                                alpha, acc, fixed);
+        }
         return;
     }
     for (int r0 = 0; r0 < M; r0 += MATMUL_TRI_BLOCK) {
