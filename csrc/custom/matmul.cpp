@@ -174,8 +174,10 @@ T matmul_strided_adjoints_one(const T* a, const T* b, int M, int N, int K, int l
     matmul_strided_one(prod.data(), a, b, M, N, K, lda, ldb, N, tb, T(1), 0, fixed, tri);
     T sum = T(0);
     for (int i = 0; i < M; i++) {
+        const T* gi = dout + static_cast<long>(i) * ldo;
+        const T* pi = prod.data() + static_cast<long>(i) * N;
         const int n = matmul_written_cols(i, N, tri);
-        for (int j = 0; j < n; j++) sum += dout[static_cast<long>(i) * ldo + j] * prod[static_cast<long>(i) * N + j];
+        for (int j = 0; j < n; j++) sum += gi[j] * pi[j];
     }
     return sum;
 }

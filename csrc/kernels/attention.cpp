@@ -20,7 +20,8 @@
 //
 // Per (b, h): scores = q_bh @ k_bh^T * scale and out_bh = att_bh @ v_bh are GEMMs through
 // matmul_strided, a batched GEMM with row strides (the rows of q, k and v lie 3C apart inside
-// inp, those of out C apart; the batch is the B x NH grid of (b, h)), one call per product. The engine does not differentiate the GEMM: it calls the custom derivative
+// inp, those of out C apart; the batch is the B x NH grid of (b, h)), one call per product. The
+// engine does not differentiate the GEMM: it calls the custom derivative
 // matmul_strided_pullback (csrc/custom/matmul.cpp, the one hand-written derivative family, BLAS),
 // and matmul_strided_pushforward / _pullback_pushforward in forward mode and double backward.
 // The scores are computed by blocks of 64 query rows, each against the keys up to its last row
@@ -32,8 +33,8 @@
 // element it writes (docs/ENGINE_REQUESTS.md nn-4). out and att are written once each; preatt
 // above the diagonal is written by the mask's 0, and inside a block's diagonal block first by
 // the GEMM (a score nothing reads): the reverse of the mask zeroes its adjoint and the GEMM's
-// pullback needs q and k only. The tape holds two values per row, its max and its sum of exps; the sweep
-// reads the probabilities back from att (a probability is written as
+// pullback needs q and k only. The tape holds two values per row, its max and its sum of exps;
+// the sweep reads the probabilities back from att (a probability is written as
 // exp(score - max - log(sum)), whose derivative is itself).
 //
 // Threads: matmul_strided runs the (b, h) GEMMs in parallel, each on one thread (the same bits

@@ -172,9 +172,9 @@ void matmul_strided_one(T* out, const T* a, const T* b, int M, int N, int K, int
         // op(b)'s first r1 columns are b itself with N = r1, whether b is (N, K) or (K, N)
         for (int r0 = 0; r0 < M; r0 += MATMUL_CAUSAL_BLOCK) {
             const int r1 = r0 + MATMUL_CAUSAL_BLOCK < M ? r0 + MATMUL_CAUSAL_BLOCK : M;
-            matmul_strided_gemm(out + static_cast<long>(r0) * ldo, a + static_cast<long>(r0) * lda,
-                                b, r1 - r0, matmul_causal_cols(r1, N), K, lda, ldb, ldo, tb,
-                                alpha, acc, fixed);
+            const long ro = static_cast<long>(r0) * ldo, ra = static_cast<long>(r0) * lda;
+            matmul_strided_gemm(out + ro, a + ra, b, r1 - r0, matmul_causal_cols(r1, N), K, lda,
+                                ldb, ldo, tb, alpha, acc, fixed);
         }
         return;
     }
