@@ -118,6 +118,20 @@ def _derive(src: str, name: str, wrt=None):
     return d, [str(w.message) for w in caught if issubclass(w.category, ParallelWarning)]
 
 
+def _exact_at_thread_counts(run, want) -> None:
+    """run() (a gradient) at 1, 2 and 3 threads: equal to want, and the same bits each time."""
+    got = []
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2, 3):
+            torch.set_num_threads(t)
+            got.append(run())
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(got[0], want, rtol=1e-12, atol=1e-12)
+    assert all(torch.equal(got[0], o) for o in got[1:])
+
+
 # ---------------------------------------------------------------------------- generated code
 def test_elementwise_reverse_is_parallel():
     d, warned = _derive(ELEMENTWISE, "act")
@@ -303,17 +317,9 @@ def test_guarded_tail_gradients_match_torch_at_any_thread_count():
     seed = torch.linspace(0.5, 1.5, N, dtype=torch.float64)
     xr = x.view(N, C).clone().requires_grad_()
     ((xr[:, :8] ** 2).sum(1) + (xr[:, 8:] ** 3).sum(1)).mul(seed).sum().backward()
-    got = []
-    threads = torch.get_num_threads()
-    try:
-        for t in (1, 2, 3):
-            torch.set_num_threads(t)
-            (dx,) = g(torch.zeros(N, dtype=torch.float64), x, N, C, grad_outputs={"out": seed})
-            got.append(dx)
-    finally:
-        torch.set_num_threads(threads)
-    torch.testing.assert_close(got[0], xr.grad.reshape(-1), rtol=1e-12, atol=1e-12)
-    assert all(torch.equal(got[0], o) for o in got[1:])
+    _exact_at_thread_counts(
+        lambda: g(torch.zeros(N, dtype=torch.float64), x, N, C, grad_outputs={"out": seed})[0],
+        xr.grad.reshape(-1))
 
 
 STRIDED = textwrap.dedent("""
@@ -349,18 +355,9 @@ def test_strided_gradients_match_torch_at_any_thread_count():
     seed = torch.linspace(0.5, 1.5, N * C, dtype=torch.float64)
     want = torch.zeros(N, C, dtype=torch.float64)
     want[:, ::2] = 6.0 * x.view(N, C)[:, ::2] * seed.view(N, C)[:, ::2]
-    got = []
-    threads = torch.get_num_threads()
-    try:
-        for t in (1, 2, 3):
-            torch.set_num_threads(t)
-            (dx,) = g(torch.zeros(N * C, dtype=torch.float64), x, N, C,
-                      grad_outputs={"out": seed})
-            got.append(dx)
-    finally:
-        torch.set_num_threads(threads)
-    torch.testing.assert_close(got[0], want.reshape(-1), rtol=1e-12, atol=1e-12)
-    assert all(torch.equal(got[0], o) for o in got[1:])
+    _exact_at_thread_counts(
+        lambda: g(torch.zeros(N * C, dtype=torch.float64), x, N, C, grad_outputs={"out": seed})[0],
+        want.reshape(-1))
 
 
 UNROLLED = textwrap.dedent("""
@@ -406,18 +403,10 @@ def test_unrolled_gradients_are_exact_at_any_thread_count(C):
         want[:, q + 1] = 2.0 * x[:, q + 1] * seed[:, q + 1]
         want[:, q + 2] = 2.0 * seed[:, q + 2]
         want[:, q + 3] = seed[:, q] * x[:, q] + seed[:, q + 3]
-    got = []
-    threads = torch.get_num_threads()
-    try:
-        for t in (1, 2, 3):
-            torch.set_num_threads(t)
-            (dx,) = g(torch.zeros(N * C, dtype=torch.float64), x.reshape(-1), N, C,
-                      grad_outputs={"out": seed.reshape(-1)})
-            got.append(dx)
-    finally:
-        torch.set_num_threads(threads)
-    torch.testing.assert_close(got[0], want.reshape(-1), rtol=1e-12, atol=1e-12)
-    assert all(torch.equal(got[0], o) for o in got[1:])
+    _exact_at_thread_counts(
+        lambda: g(torch.zeros(N * C, dtype=torch.float64), x.reshape(-1), N, C,
+                  grad_outputs={"out": seed.reshape(-1)})[0],
+        want.reshape(-1))
 
 
 @pytest.mark.parametrize("src,reason", [
