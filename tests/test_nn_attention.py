@@ -48,6 +48,17 @@ class RefAttention(torch.nn.Module):
         return self.c_proj(y).reshape(*lead, T, C)
 
 
+def _reference_attention(qkv):
+    """(out, preatt, att) of the attention op in plain torch, qkv (B, T, 3, NH, hs)."""
+    B, T, _, NH, hs = qkv.shape
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
+    upper = torch.ones(T, T, dtype=torch.bool).triu(1)
+    att = scores.masked_fill(upper, float("-inf")).softmax(-1)
+    out = (att @ v).transpose(1, 2).reshape(B, T, NH * hs)
+    return out, scores.masked_fill(upper, 0.0), att
+
+
 def test_state_dict_keys_like_nanogpt():
     cfg = Config()
     ours, ref = tnn.CausalSelfAttention(cfg), RefAttention(cfg)
@@ -126,10 +137,9 @@ def test_attention_op_outputs_scores_and_probabilities():
     q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in qkv.split(NH * hs, dim=2))
     want = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, -1)
     torch.testing.assert_close(out, want)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
-    upper = torch.ones(T, T, dtype=torch.bool).triu(1)
-    torch.testing.assert_close(preatt, scores.masked_fill(upper, 0.0))
-    torch.testing.assert_close(att, scores.masked_fill(upper, float("-inf")).softmax(-1))
+    _, want_preatt, want_att = _reference_attention(qkv.view(B, T, 3, NH, hs))
+    torch.testing.assert_close(preatt, want_preatt)
+    torch.testing.assert_close(att, want_att)
 
 
 def test_bad_config_and_inputs():
@@ -178,16 +188,6 @@ def test_attention_tape_holds_only_row_statistics():
     assert len(pushes) == 2 and all(p.startswith("_tape.push_array(") for p in pushes)
     assert "#pragma omp parallel for collapse(3)" in forw
 
-
-def _reference_attention(qkv):
-    """(out, preatt, att) of the attention op in plain torch, qkv (B, T, 3, NH, hs)."""
-    B, T, _, NH, hs = qkv.shape
-    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
-    upper = torch.ones(T, T, dtype=torch.bool).triu(1)
-    att = scores.masked_fill(upper, float("-inf")).softmax(-1)
-    out = (att @ v).transpose(1, 2).reshape(B, T, NH * hs)
-    return out, scores.masked_fill(upper, 0.0), att
 
 
 @pytest.mark.parametrize("T", [64, 65, 130, 150])

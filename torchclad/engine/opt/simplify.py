@@ -194,17 +194,10 @@ def _drop(stmts, dead: set) -> list:
 
 
 def _idle(loop: ir.Loop) -> bool:
-    """An empty loop whose header only declares, tests and steps its own counters (pure
-    expressions): it does nothing (C++ lets a loop without side effects be assumed to end),
-    like the forward part of a pullback whose loop records nothing."""
-    if loop.body.stmts or loop.cond is None or not loop.init or not all(
-            isinstance(d, ir.Decl) and not d.var.type.is_memory and _pure(d.init)
-            for d in loop.init):
-        return False
-    own = {d.var.name for d in loop.init}
-    return _pure(loop.cond) and all(
-        isinstance(a, ir.Assign) and isinstance(a.target, ir.Var) and a.target.name in own
-        and _pure(a.value) for a in loop.inc)
+    """An empty loop whose header only declares, tests and steps its own counter: it does
+    nothing (C++ lets a loop without side effects be assumed to end), like the forward part of
+    a pullback whose loop records nothing."""
+    return not loop.body.stmts and _own_counter(loop) is not None
 
 
 def dead_code(stmts, keep: set = frozenset()) -> list:
@@ -297,15 +290,23 @@ def _only_zeroes(s, local: set, names: set) -> bool:
     if isinstance(s, ir.Block):
         return bool(s.stmts) and all(_only_zeroes(x, local, names) for x in s.stmts)
     if isinstance(s, ir.Loop):
-        if s.pragma or len(s.init) != 1 or not isinstance(s.init[0], ir.Decl):
-            return False
-        v = s.init[0].var.name
-        counter_only = all(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var)
-                           and x.target.name == v and not _effects(x.value) for x in s.inc)
-        cond_ok = s.cond is not None and not _effects(s.cond, allow_decrement_of=v)
-        return (counter_only and cond_ok and not _effects(s.init[0].init) and bool(s.body.stmts)
+        return (not s.pragma and _own_counter(s) is not None and bool(s.body.stmts)
                 and all(_only_zeroes(x, local, names) for x in s.body.stmts))
     return False
+
+
+def _own_counter(loop: ir.Loop) -> "str | None":
+    """The counter of a loop whose header only declares it, tests it and steps it, without
+    effects (a reverse loop's `v-- > lo` allowed), else None."""
+    if len(loop.init) != 1 or not isinstance(loop.init[0], ir.Decl) or loop.cond is None:
+        return None
+    v = loop.init[0].var.name
+    steps_only = all(isinstance(x, ir.Assign) and isinstance(x.target, ir.Var)
+                     and x.target.name == v and not _effects(x.value) for x in loop.inc)
+    if steps_only and not _effects(loop.init[0].init) and \
+            not _effects(loop.cond, allow_decrement_of=v):
+        return v
+    return None
 
 
 def _effects(e, allow_decrement_of: str = "") -> bool:
