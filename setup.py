@@ -78,7 +78,11 @@ def _configure_dispatch(ext) -> None:
     ext.extra_compile_args = [
         "-std=c++20", "-O2", "-g0", "-fvisibility=hidden", "-fno-wrapv",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-        "-DTORCH_EXTENSION_NAME=_C_dispatch", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        "-DTORCH_EXTENSION_NAME=_C_dispatch", "-DTORCH_API_INCLUDE_EXTENSION_H",
+        # at::parallel_for (zero_fill.h) is inline OpenMP in torch's headers: without -fopenmp
+        # it compiles to a serial loop. The libgomp it links is torch's (already loaded).
+        "-fopenmp"]
+    ext.extra_link_args = ["-fopenmp"]
 
 
 class build_ext(_pybind11_build_ext):
@@ -189,7 +193,8 @@ if HAVE_ENGINE:
         _ext.torchclad_isa = _isa
         ext_modules.append(_ext)
     _ext = Extension("torchclad._C_dispatch", sources=["csrc/dispatch/kernel_call.cpp"],
-                     depends=["csrc/dispatch/adjoint_pool.h"], language="c++")
+                     depends=["csrc/dispatch/adjoint_pool.h", "csrc/dispatch/zero_fill.h"],
+                     language="c++")
     _ext.torchclad_isa = "dispatch"
     ext_modules.append(_ext)
 else:

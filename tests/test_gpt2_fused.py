@@ -291,6 +291,41 @@ def test_reused_gradient_buffer_equals_fresh_buffers(set_to_none, dtype):
     assert not fresh._fused.grad_bufs and not fresh._fused.logits_bufs
 
 
+@pytest.mark.parametrize("streaming", [1, 0], ids=["streamed", "zero_"])
+def test_dirty_pooled_buffers_are_zero_filled(monkeypatch, streaming):
+    """The pooled gradient buffer holds the last step's values and pooled adjoints may hold
+    anything: the sweep starts from them zero-filled, by streaming stores (what the 124M model's
+    0.5 GB buffer gets; forced here at the tiny size) or by zero_, and gives fresh buffers'
+    gradients."""
+    from torchclad.bridge import fastpath
+    from torchclad.nn.gpt2 import fused as fused_mod
+
+    ext = fastpath.extension()
+    if ext is None:
+        pytest.skip("torchclad._C_dispatch is not built here")
+    used = []
+
+    def fill(t):
+        used.append(ext.zero_fill(t, streaming))
+        return t
+
+    monkeypatch.setattr(fused_mod, "zero_fill", fill)
+    cfg = tiny_config()
+    model, _ = make(cfg, True, torch.float64)
+    fresh = _twin_with_fresh_buffers(model)
+    idx, tgt = batch(cfg, 2, 5, seed=1)
+    f, key = model._fused, (torch.float64, 2, 5)
+    for step in range(3):
+        for m in (model, fresh):
+            m.zero_grad(set_to_none=True)
+            m(idx, tgt)[1].backward()
+        _grads_equal(model, fresh)
+        f.grad_bufs[torch.float64][0].fill_(1.0)  # unshared once zero_grad drops .grad
+        f.scratch[("d_acts", key)].fill_(1.0)
+        f.scratch_zero.discard(("d_acts", key))
+    assert used and all(u == bool(streaming) for u in used)
+
+
 def test_retained_gradients_and_logits_are_not_overwritten():
     """Gradients and logits the caller still holds after zero_grad(set_to_none=True) keep their
     values: the next steps use other memory."""

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "adjoint_pool.h"
+#include "zero_fill.h"
 
 namespace py = pybind11;
 using torch::autograd::Node;
@@ -742,6 +743,11 @@ PYBIND11_MODULE(_C_dispatch, m) {
            "calls of each entry point so far: forward, recording_forward, reverse_sweep (of "
            "which assigning_sweep took the assigning sweep); handed_on: backwards that "
            "handed the grads on as the inputs' gradients, running nothing");
+  m.def("zero_fill", &torchclad_dispatch::zero_fill, py::arg("t"), py::arg("streaming") = -1,
+        "zero the tensor t; streaming stores past the cache when it is contiguous and at least "
+        "half the last-level cache (streaming=1: always, 0: never); returns whether it streamed");
+  m.def("streaming_threshold", &torchclad_dispatch::streaming_threshold,
+        "bytes from which zero_fill streams");
   m.def("live_tapes", [] { return live_tapes.load(); },
         "tapes held by nodes of this module whose backward has not run (for tests)");
 }

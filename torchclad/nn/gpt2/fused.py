@@ -19,6 +19,7 @@ import torch
 from torchclad.bridge.higher import needs_functions
 
 from torchclad.bridge.kernel import SCALAR_OF_DTYPE
+from torchclad.bridge.memory import zero_fill
 from torchclad.bridge.scratch import ZeroAfterSweep
 from torchclad.builtin import loader
 from torchclad.toolchain.glue import binding_name
@@ -228,7 +229,7 @@ class Fused:
             buf = self.take_scratch(what, key)
         if buf is None:
             return torch.zeros(numel, dtype=key[0])
-        return buf if zero else buf.zero_()
+        return buf if zero else zero_fill(buf)
 
     def take_scratch(self, what: str, key: tuple) -> Optional[torch.Tensor]:
         """A pooled scratch buffer (any contents) or None."""
@@ -367,7 +368,7 @@ class Fused:
         d_params = self.take_shared(self.grad_bufs, dtype)
         if d_params is None:
             d_params = torch.empty(self.total, dtype=dtype)
-        d_params.zero_()  # the sweep accumulates into it
+        zero_fill(d_params)  # the sweep accumulates into it
         d_acts = self.take_zeroed("d_acts", rec.key, rec.arena.numel())
         # the logits' seed: the sweep zeroes what it reads, so a pooled copy, never d_logits
         if d_logits is None:
