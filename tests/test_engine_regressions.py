@@ -399,3 +399,24 @@ def test_a_loop_the_pullback_leaves_empty_is_dropped():
         }"""
     pull = dict(differentiate(textwrap.dedent(search), "g", "x").functions)["g_pullback"]
     assert "x[i] < 0.0" in pull
+
+
+def test_unsigned_stepped_reverse_loop_stops_at_its_first_value():
+    """The reverse of `for (size_t i = lo; i < n; i += c)` counts down from the last value; an
+    unsigned counter below lo wraps around instead of going negative, so `i >= lo` alone never
+    ends the loop when lo < c (it ran on past the first element: a crash). The unsigned form
+    also stops above the last value; a signed counter keeps the plain `i >= lo`. Gradients:
+    tests/corpus/kernels/abp09_unsigned_step.cpp."""
+    sw = _sweep_of("abp09_unsigned_step")
+    assert re.search(r"for \(std::size_t i = (_t\d+); i >= 2 && i <= \1; i -= 3\)", sw), sw
+    assert re.search(r"for \(unsigned int i = (_t\d+); i <= \1; i -= 4\)", sw), sw
+    from torchclad.engine import differentiate
+
+    src = """
+        double h(const double* x, int n) {
+          double s = 1.0;
+          for (int i = 2; i < n; i += 3) s = s * x[i] + 1.0;
+          return s;
+        }"""
+    signed = dict(differentiate(textwrap.dedent(src), "h", "x").functions)["h_reverse_sweep"]
+    assert re.search(r"for \(int i = 2 \+ \(n - 2 - 1\) / 3 \* 3; i >= 2; i -= 3\)", signed), signed

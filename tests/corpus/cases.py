@@ -135,6 +135,16 @@ def _softplus(x):
     return np.log1p(np.exp(x))
 
 
+def _unsigned_step_grad(x):
+    """abp09_unsigned_step at n = 9: s = ((x2 + 1) x5 + 1) x8 + 1 over i = 2, 5, 8 and
+    p = x0^2 / 4 + x4^2 / 2 + x8^2 over i = 0, 4, 8."""
+    g = np.zeros(9)
+    g[2], g[5], g[8] = x[5] * x[8], (x[2] + 1) * x[8], (x[2] + 1) * x[5] + 1
+    g[0], g[4] = 0.5 * x[0], x[4]
+    g[8] += 2 * x[8]
+    return g
+
+
 CASES: list[Case] = [
     # ---- scalars, locals, operators ----------------------------------------------------------
     _c("poly_scalar", "poly_scalar.cpp", "poly_scalar", {"x": s(0.5, 2), "y": s(0.5, 2)},
@@ -433,6 +443,10 @@ CASES: list[Case] = [
     _c("abp09_reverse_size_t", "abp09_reverse_size_t.cpp", "abp09_reverse_size_t", {"x": a(5), "n": i(5)},
        tags=["pattern 9", "for (size_t i = n; i-- > 0;)", "size_t"],
        expected=lambda v: {"x": 2 * v["x"] * 0.5 ** np.arange(5)}),
+    _c("abp09_unsigned_step", "abp09_unsigned_step.cpp", "abp09_unsigned_step",
+       {"x": a(9), "n": i(9)},
+       tags=["pattern 9", "size_t / unsigned counters, step 3 from 2 and 4 from 0", "reverse"],
+       expected=lambda v: {"x": _unsigned_step_grad(v["x"])}),
     _c("abp10_shadow_t", "abp10_shadow_t.cpp", "abp10_shadow_t", {"x": s(), "y": s()},
        tags=["pattern 10", "shadowing"],
        expected=lambda v: {

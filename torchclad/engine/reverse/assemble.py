@@ -18,6 +18,7 @@ from ..analysis.tbr import Recording
 from ..errors import DiffError
 from . import checkpoint
 from .adjoint import ZERO, Names
+from .loops import is_signed, is_zero_literal
 from . import omp
 from .transform import TAPE, ULONG, Reverse, inverse, template_args
 
@@ -439,14 +440,24 @@ class Assembler:
 
     def _rev_stepped(self, s: ir.Loop, p, canon, body, init_decls, init_rev) -> list:
         """The reverse of a canonical loop moving by c != 1: from its last value back to its
-        first, `for (v = last; v >= lo; v -= c)` (counting down: the mirror image)."""
+        first, `for (v = last; v >= lo; v -= c)` (counting down: the mirror image). An unsigned
+        counter would wrap below lo instead of leaving the loop (from lo < c: `v >= 0` never
+        fails), so it gets `T _tK = last; for (T v = _tK; v >= lo && v <= _tK; v -= c)`: a
+        wrapped v is above the last value."""
         v, c, L = canon.var, ir.Const(str(canon.step), ir.INT), ir.INT
         one = ir.Const("1", L)
+        last = None
         if canon.up:         # last = lo + (hi - lo - 1) / c * c, when hi > lo
             span = ir.Binary("-", ir.Binary("-", canon.hi, canon.lo, L), one, L)
             head = ir.Binary("+", canon.lo, ir.Binary("*", ir.Binary("/", span, c, L), c, L), L)
             runs = ir.Binary(">", canon.hi, canon.lo, ir.BOOL)
             cond, op = ir.Binary(">=", v, canon.lo, ir.BOOL), "-="
+            if not is_signed(v.type):
+                last = ir.Decl(self.names.fresh(names.SAVED_PREFIX, v.type), head)
+                head = last.var
+                below = ir.Binary("<=", v, last.var, ir.BOOL)
+                cond = below if is_zero_literal(canon.lo) else \
+                    ir.Binary("&&", cond, below, ir.BOOL)
         else:                # first value reached from below: lo - (lo - hi) / c * c
             span = ir.Binary("-", canon.lo, canon.hi, L)
             head = ir.Binary("-", canon.lo, ir.Binary("*", ir.Binary("/", span, c, L), c, L), L)
@@ -456,4 +467,5 @@ class Assembler:
                        ir.Block(tuple(body)), s.loc)
         others = [d for d in init_decls if d.var.uid != v.uid]
         pre = self.scope_restores(p, others)
-        return pre + [ir.If(runs, ir.Block((loop,)))] + init_rev
+        block = (loop,) if last is None else (last, loop)
+        return pre + [ir.If(runs, ir.Block(block))] + init_rev

@@ -26,7 +26,7 @@ class CanonLoop:
         L = ir.LONG
         one = self.step == 1
         if self.up:
-            span = ir.Binary("-", self.hi, self.lo, L) if not _zero(self.lo) else self.hi
+            span = self.hi if is_zero_literal(self.lo) else ir.Binary("-", self.hi, self.lo, L)
             runs = ir.Binary(">", self.hi, self.lo, ir.BOOL)
             n = span if one else ir.Binary("/", ir.Binary("+", span, _lit(self.step - 1), L),
                                            _lit(self.step), L)
@@ -41,7 +41,7 @@ class CanonLoop:
         """The iteration number k (0, 1, ...) of the counter's current value, a long."""
         d = ir.Binary("-", self.var, self.lo, ir.LONG) if self.up else \
             ir.Binary("-", self.lo, self.var, ir.LONG)
-        if self.up and _zero(self.lo):
+        if self.up and is_zero_literal(self.lo):
             d = self.var
         return d if self.step == 1 else ir.Binary("/", d, _lit(self.step), ir.LONG)
 
@@ -49,12 +49,13 @@ class CanonLoop:
         """The counter's value in iteration number k (the counter's type)."""
         t = self.var.type
         off = k if self.step == 1 else ir.Binary("*", k, _lit(self.step), ir.LONG)
-        if self.up and _zero(self.lo):
+        if self.up and is_zero_literal(self.lo):
             return ir.Cast(off, t, "static")
         return ir.Cast(ir.Binary("+" if self.up else "-", self.lo, off, ir.LONG), t, "static")
 
 
-def _zero(e) -> bool:
+def is_zero_literal(e) -> bool:
+    """The literal 0."""
     return isinstance(e, ir.Const) and e.text == "0"
 
 
@@ -76,6 +77,12 @@ _SIGNED = frozenset({"int", "long", "long long", "short", "signed char", "ptrdif
                      "std::ptrdiff_t", "int64_t", "int32_t", "std::int64_t", "std::int32_t"})
 
 
+def is_signed(t: ir.Type) -> bool:
+    """A signed integer scalar (a spelling of _SIGNED): counting it below its loop's lower bound
+    cannot wrap around."""
+    return t.ptr == 0 and not t.dims and t.base in _SIGNED
+
+
 def _unrolled(c: ir.Binary, v: ir.Var) -> ir.Binary:
     """`i + k < n` (or `<=`), k a literal and i, n signed, as `i < n - k`; else c itself."""
     lhs = c.lhs
@@ -83,8 +90,7 @@ def _unrolled(c: ir.Binary, v: ir.Var) -> ir.Binary:
             isinstance(lhs.lhs, ir.Var) and lhs.lhs.uid == v.uid):
         return c
     k = step_of(lhs.rhs)
-    signed = all(t.ptr == 0 and not t.dims and t.base in _SIGNED
-                 for t in (v.type, lhs.type, c.rhs.type))
+    signed = all(is_signed(t) for t in (v.type, lhs.type, c.rhs.type))
     if k is None or not signed:
         return c
     return ir.Binary(c.op, lhs.lhs, ir.Binary("-", c.rhs, lhs.rhs, c.rhs.type), c.type)
