@@ -16,7 +16,10 @@ per-round ratios. The program first checks that the implementations agree.
 
 Results: section ``libtorch`` of benchmarks/results.json, table in results.md.
 
-    python benchmarks/bench_libtorch.py [--quick] [--no-write]
+    python benchmarks/bench_libtorch.py [--quick] [--no-write] [--native]
+
+``--native`` builds the ops with the generated CMakeLists.txt's TORCHCLAD_NATIVE=ON
+(-march=native); the default is the portable build a user gets without it.
     pytest benchmarks/bench_libtorch.py --benchmark-only -s
 """
 
@@ -51,7 +54,7 @@ def _run(argv: list[str], what: str) -> str:
     return p.stdout
 
 
-def build(tmp: Path) -> tuple[Path, float]:
+def build(tmp: Path, native: bool = False) -> tuple[Path, float]:
     """The benchmark program, and the wall time of its configure + build."""
     import torch.utils
 
@@ -63,16 +66,17 @@ def build(tmp: Path) -> tuple[Path, float]:
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     _run(["cmake", "-S", str(HERE / "libtorch"), "-B", str(tmp / "build"), *gen,
           f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}", "-DCMAKE_BUILD_TYPE=Release",
-          f"-DTORCHCLAD_OPS_DIR={ops}"], "cmake configure")
+          f"-DTORCHCLAD_OPS_DIR={ops}", f"-DTORCHCLAD_NATIVE={'ON' if native else 'OFF'}"],
+         "cmake configure")
     _run(["cmake", "--build", str(tmp / "build"), "-j", "2"], "cmake --build")
     return tmp / "build" / "bench_ops", time.perf_counter() - t0
 
 
-def run_all(quick: bool = False, write: bool = True) -> dict:
-    payload: dict = {"machine": bl.machine_info(), "rows": []}
+def run_all(quick: bool = False, write: bool = True, native: bool = False) -> dict:
+    payload: dict = {"machine": bl.machine_info(), "rows": [], "native": native}
     with tempfile.TemporaryDirectory(prefix="torchclad_bench_libtorch_") as tmp:
         try:
-            exe, build_s = build(Path(tmp))
+            exe, build_s = build(Path(tmp), native)
             payload["build_wall_s"] = build_s
             out = json.loads(_run([str(exe), *(["--quick"] if quick else [])], "bench_ops"))
         except RuntimeError as e:
@@ -105,10 +109,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds, smaller large size")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--native", action="store_true",
+                    help="ops compiled with -march=native (CMake option TORCHCLAD_NATIVE)")
     a = ap.parse_args(argv)
     import render
 
-    payload = run_all(quick=a.quick, write=not a.no_write)
+    payload = run_all(quick=a.quick, write=not a.no_write, native=a.native)
     if "error" in payload:
         print(payload["error"], file=sys.stderr)
         return 1

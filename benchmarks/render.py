@@ -271,8 +271,12 @@ def libtorch_table(sec: dict) -> str:
                     cell("composed", True)])
     text = _table(["case", "size", "torchclad op", "native LibTorch op", "composed LibTorch ops"],
                   out, "llrrr")
+    text += ("\n\nThe ops compiled for this machine's CPU (`-DTORCHCLAD_NATIVE=ON`: -march=native)."
+             if sec.get("native") else
+             "\n\nThe ops compiled portably (the generated CMakeLists.txt's default: no -march; "
+             "`-DTORCHCLAD_NATIVE=ON` compiles them for the building machine's CPU).")
     if sec.get("build_wall_s") is not None:
-        text += (f"\n\nCMake configure + build of the program (2 ops, the runtime, the "
+        text += (f" CMake configure + build of the program (2 ops, the runtime, the "
                  f"benchmark; -j2): {sec['build_wall_s']:.0f} s wall.")
     if sec.get("error"):
         text += f"\n\n- error: {sec['error'][:400]}"

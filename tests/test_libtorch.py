@@ -124,6 +124,33 @@ def test_generated_ops_in_cpp(tmp_path):
     assert not [name for kind, name in runtime if kind == "T"], runtime
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["default", "native"])
+def test_native_option_sets_march_native_on_the_ops_only(tmp_path, native):
+    """The generated CMakeLists.txt's TORCHCLAD_NATIVE (OFF by default) compiles the ops' sources
+    with -march=native; without it nothing names an ISA (the program runs on any x86-64 CPU),
+    and the shared runtime never gets it. Configure only, compile commands read back."""
+    require_cmake()
+    gen = tmp_path / "ops"
+    p = aot(str(KERNELS / "lse_rows.cpp"), "--fn", "lse_rows", "-o", str(gen))
+    assert p.returncode == 0, p.stderr
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(native_check CXX)\n"
+        "find_package(Torch REQUIRED)\n"
+        f"add_subdirectory({gen.as_posix()} ops)\n")
+    build = tmp_path / "build"
+    run(cmake_configure_args(build, proj, CMAKE_EXPORT_COMPILE_COMMANDS="ON",
+                             TORCHCLAD_NATIVE="ON" if native else "OFF"), "cmake configure")
+    commands = {Path(c["file"]).name: c["command"]
+                for c in json.loads((build / "compile_commands.json").read_text())}
+    assert ("-march=native" in commands["lse_rows.cpp"]) == native
+    assert "-march" not in commands["libtorch.cpp"]
+    if (gen / "torchclad" / "vecmath.h").exists():  # the vector math flags stay either way
+        assert "-fno-math-errno" in commands["lse_rows.cpp"]
+        assert "vecmath.h" in commands["lse_rows.cpp"]
+
+
 # ---- the command's refusals (no compiler needed)
 
 

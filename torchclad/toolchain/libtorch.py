@@ -18,7 +18,8 @@
     CMakeLists.txt     an OBJECT library ``torchclad_ops`` of every op in the directory:
                        ``add_subdirectory(DIR)`` after ``find_package(Torch)``, then
                        ``target_link_libraries(app PRIVATE torchclad_ops)``; with g++ and
-                       vecmath.h, the ops' math calls vectorise (option TORCHCLAD_VECMATH)
+                       vecmath.h, the ops' math calls vectorise (option TORCHCLAD_VECMATH);
+                       option TORCHCLAD_NATIVE (OFF) compiles them with -march=native
 
 The op behaves as the Python bridge's (torchclad/bridge/op.py): split mode (the forward records
 on a tape, the backward runs only the reverse sweep), the same checks and messages, float32 and
@@ -148,12 +149,33 @@ target_sources(torchclad_ops PRIVATE ${{torchclad_ops_here}})
 # Vector math: with g++ and glibc's libmvec (torchclad/vecmath.h, written where torchclad aot
 # found it), exp / log / tanh / erf in the kernels' loops vectorise, as in torchclad's own
 # build of its built-in kernels (no -ffast-math: only -fno-math-errno). OFF: libm's scalar calls.
+set(torchclad_ops_flags "")
 option(TORCHCLAD_VECMATH "vectorised math calls in the torchclad ops (g++, glibc libmvec)" ON)
 if(TORCHCLAD_VECMATH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
    AND EXISTS ${{CMAKE_CURRENT_SOURCE_DIR}}/torchclad/vecmath.h)
-  set_source_files_properties(${{torchclad_ops_here}} TARGET_DIRECTORY torchclad_ops PROPERTIES
-    COMPILE_OPTIONS "-fno-math-errno;--param=vect-max-version-for-alias-checks=100;-include;${{CMAKE_CURRENT_SOURCE_DIR}}/torchclad/vecmath.h")
+  list(APPEND torchclad_ops_flags -fno-math-errno --param=vect-max-version-for-alias-checks=100
+       -include ${{CMAKE_CURRENT_SOURCE_DIR}}/torchclad/vecmath.h)
   target_link_libraries(torchclad_ops PUBLIC mvec)
+endif()
+
+# The building machine's instruction set (AVX2, AVX-512 ...) for the ops' kernels, as torchclad's
+# built-in kernels get at run time. OFF by default: the program then runs on any x86-64 CPU, with
+# the kernels' loops in SSE2, while LibTorch's own ops pick their ISA at run time. ON: faster
+# kernels, and a program that only runs on CPUs with this one's instructions.
+option(TORCHCLAD_NATIVE "compile the torchclad ops for this machine's CPU (-march=native)" OFF)
+if(TORCHCLAD_NATIVE)
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag(-march=native TORCHCLAD_HAS_MARCH_NATIVE)
+  if(TORCHCLAD_HAS_MARCH_NATIVE)
+    list(APPEND torchclad_ops_flags -march=native)
+  else()
+    message(WARNING "TORCHCLAD_NATIVE: ${{CMAKE_CXX_COMPILER_ID}} does not take -march=native; "
+                    "the torchclad ops are compiled for the baseline instruction set")
+  endif()
+endif()
+if(torchclad_ops_flags)
+  set_source_files_properties(${{torchclad_ops_here}} TARGET_DIRECTORY torchclad_ops PROPERTIES
+    COMPILE_OPTIONS "${{torchclad_ops_flags}}")
 endif()
 """
 
