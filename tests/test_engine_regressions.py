@@ -420,3 +420,27 @@ def test_unsigned_stepped_reverse_loop_stops_at_its_first_value():
         }"""
     signed = dict(differentiate(textwrap.dedent(src), "h", "x").functions)["h_reverse_sweep"]
     assert re.search(r"for \(int i = 2 \+ \(n - 2 - 1\) / 3 \* 3; i >= 2; i -= 3\)", signed), signed
+
+
+def test_stepped_reverse_loop_over_a_typedef_counter_keeps_both_bounds():
+    """A counter whose type is a typedef the engine cannot see through may be signed: from 0 it
+    keeps `i >= 0` beside the wrap test (`i <= last` alone would run on to -4, -8, ...)."""
+    import torchclad
+
+    src = textwrap.dedent("""
+        typedef int idx_t;
+        double h(const double* x, idx_t n) {
+          double s = 1.0;
+          for (idx_t i = 0; i < n; i += 4) s = s * x[i] + 1.0;
+          return s;
+        }""")
+    from torchclad.engine import differentiate
+
+    sweep = dict(differentiate(src, "h", "x").functions)["h_reverse_sweep"]
+    assert re.search(r"for \(idx_t i = (_t\d+); i >= 0 && i <= \1; i -= 4\)", sweep), sweep
+    x = torch.linspace(0.3, 1.7, 9, dtype=torch.float64)
+    dx = torchclad.gradient(src, "h", "x")(x, 9)
+    dx = dx[0] if isinstance(dx, (tuple, list)) else dx
+    want = torch.zeros(9, dtype=torch.float64)   # s = ((x0 + 1) x4 + 1) x8 + 1
+    want[0], want[4], want[8] = x[4] * x[8], (x[0] + 1) * x[8], (x[0] + 1) * x[4] + 1
+    torch.testing.assert_close(dx, want, rtol=1e-12, atol=1e-12)

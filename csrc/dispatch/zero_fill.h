@@ -4,7 +4,7 @@
 // allocates it), so zero-filling a buffer much larger than the last-level cache moves it through
 // memory twice, and the result is evicted before anyone reads it anyway. Non-temporal stores
 // write whole lines past the cache: the fused GPT-2 124M model's 0.5 GB gradient buffer took
-// 37 ms to zero with `Tensor::zero_` at 2 threads on the 2-core Xeon, 12 ms with them (81 vs 29 ms
+// 36 ms to zero with `Tensor::zero_` at 2 threads on the 2-core Xeon, 13 ms with them (75 vs 35 ms
 // at one thread). Below half the last-level cache the ordinary fill wins (at 16-43 MB on that
 // machine: same fill time, and the first reader finds the buffer in cache), so it is kept there.
 //

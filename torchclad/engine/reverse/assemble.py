@@ -18,7 +18,7 @@ from ..analysis.tbr import Recording
 from ..errors import DiffError
 from . import checkpoint
 from .adjoint import ZERO, Names
-from .loops import is_signed, is_zero_literal
+from .loops import is_signed, is_unsigned, is_zero_literal
 from . import omp
 from .transform import TAPE, ULONG, Reverse, inverse, template_args
 
@@ -442,8 +442,9 @@ class Assembler:
         """The reverse of a canonical loop moving by c != 1: from its last value back to its
         first, `for (v = last; v >= lo; v -= c)` (counting down: the mirror image). An unsigned
         counter would wrap below lo instead of leaving the loop (from lo < c: `v >= 0` never
-        fails), so it gets `T _tK = last; for (T v = _tK; v >= lo && v <= _tK; v -= c)`: a
-        wrapped v is above the last value."""
+        fails), so a counter not known to be signed gets `T _tK = last; for (T v = _tK; v >= lo
+        && v <= _tK; v -= c)`: a wrapped v is above the last value (`v >= 0` left out where v
+        is known to be unsigned)."""
         v, c, L = canon.var, ir.Const(str(canon.step), ir.INT), ir.INT
         one = ir.Const("1", L)
         last = None
@@ -456,7 +457,7 @@ class Assembler:
                 last = ir.Decl(self.names.fresh(names.SAVED_PREFIX, v.type), head)
                 head = last.var
                 below = ir.Binary("<=", v, last.var, ir.BOOL)
-                cond = below if is_zero_literal(canon.lo) else \
+                cond = below if is_zero_literal(canon.lo) and is_unsigned(v.type) else \
                     ir.Binary("&&", cond, below, ir.BOOL)
         else:                # first value reached from below: lo - (lo - hi) / c * c
             span = ir.Binary("-", canon.lo, canon.hi, L)

@@ -83,6 +83,17 @@ def is_signed(t: ir.Type) -> bool:
     return t.ptr == 0 and not t.dims and t.base in _SIGNED
 
 
+_UNSIGNED_NAMES = frozenset({"size_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t"})
+
+
+def is_unsigned(t: ir.Type) -> bool:
+    """An unsigned integer scalar by its spelling (`unsigned ...`, size_t, uintN_t, with or
+    without std::): it is never below 0. Neither this nor is_signed: a typedef it cannot see
+    through."""
+    base = t.base[5:] if t.base.startswith("std::") else t.base
+    return t.ptr == 0 and not t.dims and (base.startswith("unsigned") or base in _UNSIGNED_NAMES)
+
+
 def _unrolled(c: ir.Binary, v: ir.Var) -> ir.Binary:
     """`i + k < n` (or `<=`), k a literal and i, n signed, as `i < n - k`; else c itself."""
     lhs = c.lhs
