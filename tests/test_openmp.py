@@ -379,21 +379,32 @@ UNROLLED = textwrap.dedent("""
 def test_an_unrolled_inner_loop_keeps_the_reverse_parallel():
     """`i + 3 < C; i += 4` is read as `i < C - 3`: its reverse counts down from the last
     multiple of 4 with no trip count taped, and stays parallel. With an unsigned C (C - 3 would
-    wrap for C < 3) the loop is left as it is: taped, serial, with the reason."""
+    wrap for C < 3) the bound is `C > 3 ? C - 3 : 0`, and the reverse, inside `if` that bound
+    is positive, counts down from the last multiple of 4 below C - 3: parallel too. A counter
+    that does not start at a literal >= 0 is left as it is (taped, serial, with the reason)."""
     d, warned = _derive(UNROLLED, "quads", "x")
     sweep = _sweep(d.code, "quads")
     assert "#pragma omp parallel for" in sweep and "i -= 4" in sweep and not warned
     assert "_tape." not in sweep
     d, warned = _derive(UNROLLED.replace("int C)", "unsigned C)"), "quads", "x")
+    sweep = _sweep(d.code, "quads")
+    assert "#pragma omp parallel for" in sweep and not warned and "_tape." not in sweep
+    assert "if ((C > 3 ? C - 3 : 0) > 0)" in sweep and "i = 0 + (C - 3 - 0 - 1) / 4 * 4" in sweep
+    d, warned = _derive(UNROLLED.replace("int C)", "unsigned C, int lo)")
+                        .replace("int i = 0;", "int i = lo;"), "quads", "x")
     assert "#pragma omp" not in _sweep(d.code, "quads")
     assert len(warned) == 1 and "runs serially" in warned[0]
 
 
-@pytest.mark.parametrize("C", [3, 4, 11, 12])
-def test_unrolled_gradients_are_exact_at_any_thread_count(C):
+@pytest.mark.parametrize("C,ctype", [(3, "int"), (4, "int"), (11, "int"), (12, "int"),
+                                     (0, "unsigned"), (2, "unsigned"), (3, "unsigned"),
+                                     (4, "unsigned"), (7, "unsigned"), (12, "unsigned")])
+def test_unrolled_gradients_are_exact_at_any_thread_count(C, ctype):
+    """Against the closed form, the same bits at 1, 2 and 3 threads; an unsigned C below 4 has
+    no full group of four (nothing written, a zero gradient)."""
     import torchclad
 
-    g = torchclad.gradient(UNROLLED, "quads", "x")
+    g = torchclad.gradient(UNROLLED.replace("int C)", f"{ctype} C)"), "quads", "x")
     N = 5
     x = torch.linspace(-1.5, 2.0, N * C, dtype=torch.float64).view(N, C)
     seed = torch.linspace(0.5, 1.5, N * C, dtype=torch.float64).view(N, C)

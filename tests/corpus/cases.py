@@ -447,6 +447,14 @@ CASES: list[Case] = [
        {"x": a(9), "n": i(9)},
        tags=["pattern 9", "size_t / unsigned counters, step 3 from 2 and 4 from 0", "reverse"],
        expected=lambda v: {"x": _unsigned_step_grad(v["x"])}),
+    _c("abp09_unsigned_unrolled", "abp09_unsigned_unrolled.cpp", "abp09_unsigned_unrolled",
+       {"x": a(8), "n": i(8)}, tags=["pattern 9", "i + 2 < n with a size_t n", "unrolled"],
+       # s = (x0 + x2) x3 + x5 over i = 0, 3
+       expected=lambda v: {"x": np.array([v["x"][3], 0, v["x"][3], v["x"][0] + v["x"][2],
+                                          0, 1, 0, 0])}),
+    _c("abp09_unsigned_unrolled_short", "abp09_unsigned_unrolled.cpp", "abp09_unsigned_unrolled",
+       {"x": a(2), "n": i(2)}, tags=["pattern 9", "i + 2 < n, n = 2: no iteration"],
+       expected=lambda v: {"x": np.zeros(2)}),
     _c("abp10_shadow_t", "abp10_shadow_t.cpp", "abp10_shadow_t", {"x": s(), "y": s()},
        tags=["pattern 10", "shadowing"],
        expected=lambda v: {

@@ -449,7 +449,7 @@ class Assembler:
         one = ir.Const("1", L)
         last = None
         if canon.up:         # last = lo + (hi - lo - 1) / c * c, when hi > lo
-            span = ir.Binary("-", ir.Binary("-", canon.hi, canon.lo, L), one, L)
+            span = ir.Binary("-", ir.Binary("-", canon.hi_running(), canon.lo, L), one, L)
             head = ir.Binary("+", canon.lo, ir.Binary("*", ir.Binary("/", span, c, L), c, L), L)
             runs = ir.Binary(">", canon.hi, canon.lo, ir.BOOL)
             cond, op = ir.Binary(">=", v, canon.lo, ir.BOOL), "-="

@@ -37,6 +37,16 @@ class CanonLoop:
                           _lit(1), L)
         return ir.Cond(runs, n, ir.Const("0", L), L)
 
+    def hi_running(self) -> ir.Expr:
+        """hi wherever the loop runs an iteration: for `hi = (n > k ? n - k : 0)` (an unsigned
+        unrolled bound, see _unrolled) from a literal lo >= 0, `n - k` -- the loop only runs
+        when hi > lo >= 0, i.e. when the condition held -- else hi itself."""
+        h = self.hi
+        if self.up and isinstance(h, ir.Cond) and is_zero_literal(h.other) and \
+                (is_zero_literal(self.lo) or step_of(self.lo) is not None):
+            return h.then
+        return h
+
     def number(self) -> ir.Expr:
         """The iteration number k (0, 1, ...) of the counter's current value, a long."""
         d = ir.Binary("-", self.var, self.lo, ir.LONG) if self.up else \
@@ -94,17 +104,27 @@ def is_unsigned(t: ir.Type) -> bool:
     return t.ptr == 0 and not t.dims and (base.startswith("unsigned") or base in _UNSIGNED_NAMES)
 
 
-def _unrolled(c: ir.Binary, v: ir.Var) -> ir.Binary:
-    """`i + k < n` (or `<=`), k a literal and i, n signed, as `i < n - k`; else c itself."""
+def _unrolled(c: ir.Binary, v: ir.Var, lo: ir.Expr) -> ir.Binary:
+    """`i + k < n` (or `<=`), k a literal and i, n signed, as `i < n - k`. With an unsigned n
+    (n - k would wrap for n < k), `i + k < n` from a literal lo >= 0 (i never negative, so the
+    sum is the mathematical one) as `i < (n > k ? n - k : 0)`. Else c itself."""
     lhs = c.lhs
     if not (c.op in ("<", "<=") and isinstance(lhs, ir.Binary) and lhs.op == "+" and
             isinstance(lhs.lhs, ir.Var) and lhs.lhs.uid == v.uid):
         return c
     k = step_of(lhs.rhs)
-    signed = all(is_signed(t) for t in (v.type, lhs.type, c.rhs.type))
-    if k is None or not signed:
+    types = (v.type, lhs.type, c.rhs.type)
+    if k is None:
         return c
-    return ir.Binary(c.op, lhs.lhs, ir.Binary("-", c.rhs, lhs.rhs, c.rhs.type), c.type)
+    if all(is_signed(t) for t in types):
+        return ir.Binary(c.op, lhs.lhs, ir.Binary("-", c.rhs, lhs.rhs, c.rhs.type), c.type)
+    n, t = c.rhs, c.rhs.type
+    if c.op == "<" and is_unsigned(t) and all(is_signed(x) or is_unsigned(x) for x in types) \
+            and (is_zero_literal(lo) or step_of(lo) is not None):
+        hi = ir.Cond(ir.Binary(">", n, lhs.rhs, ir.BOOL), ir.Binary("-", n, lhs.rhs, t),
+                     ir.Const("0", t), t)
+        return ir.Binary("<", lhs.lhs, hi, c.type)
+    return c
 
 
 def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
@@ -124,7 +144,7 @@ def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
         return None
     up = inc.op == "+="
     if up:
-        c = _unrolled(c, v)
+        c = _unrolled(c, v, d.init)
     if not (isinstance(c.lhs, ir.Var) and c.lhs.uid == v.uid):
         return None
     if up and c.op not in ("<", "<="):
