@@ -43,7 +43,7 @@ class CanonLoop:
         when hi > lo >= 0, i.e. when the condition held -- else hi itself."""
         h = self.hi
         if self.up and isinstance(h, ir.Cond) and is_zero_literal(h.other) and \
-                (is_zero_literal(self.lo) or step_of(self.lo) is not None):
+                _nonneg_literal(self.lo):
             return h.then
         return h
 
@@ -67,6 +67,11 @@ class CanonLoop:
 def is_zero_literal(e) -> bool:
     """The literal 0."""
     return isinstance(e, ir.Const) and e.text == "0"
+
+
+def _nonneg_literal(e) -> bool:
+    """An integer literal >= 0 (`0`, `2`, `4L`)."""
+    return is_zero_literal(e) or step_of(e) is not None
 
 
 def _lit(n: int) -> ir.Const:
@@ -112,15 +117,14 @@ def _unrolled(c: ir.Binary, v: ir.Var, lo: ir.Expr) -> ir.Binary:
     if not (c.op in ("<", "<=") and isinstance(lhs, ir.Binary) and lhs.op == "+" and
             isinstance(lhs.lhs, ir.Var) and lhs.lhs.uid == v.uid):
         return c
-    k = step_of(lhs.rhs)
-    types = (v.type, lhs.type, c.rhs.type)
-    if k is None:
+    if step_of(lhs.rhs) is None:
         return c
+    types = (v.type, lhs.type, c.rhs.type)
     if all(is_signed(t) for t in types):
         return ir.Binary(c.op, lhs.lhs, ir.Binary("-", c.rhs, lhs.rhs, c.rhs.type), c.type)
     n, t = c.rhs, c.rhs.type
     if c.op == "<" and is_unsigned(t) and all(is_signed(x) or is_unsigned(x) for x in types) \
-            and (is_zero_literal(lo) or step_of(lo) is not None):
+            and _nonneg_literal(lo):
         hi = ir.Cond(ir.Binary(">", n, lhs.rhs, ir.BOOL), ir.Binary("-", n, lhs.rhs, t),
                      ir.Const("0", t), t)
         return ir.Binary("<", lhs.lhs, hi, c.type)
