@@ -205,20 +205,25 @@ def traffic_table(sec: dict) -> str:
     for r in sec.get("rows", []):
         floor, eager, fused = (r.get(k) for k in ("gemm_floor_s", "eager_s", "torchclad_fused_s"))
         if not floor:
-            out.append([r["case"], f"{r['traffic_mb']:.0f}"] + ["–"] * 9)
+            out.append([r["case"], f"{r['traffic_mb']:.0f}"] + ["–"] * 12)
             continue
         bound = floor + r["passes_s"]
         rate = r["gemm_floor_gflop"] / floor  # GFLOP/s
         hard = floor + r["attention_gflop"] / rate
         target = eager / 1.4 if eager else None
+        mem = r.get("passes_memory_s")
         out.append([r["case"], f"{r['traffic_mb']:.0f}", f"{r['gb_per_s']:.1f}",
                     res.fmt_ms(r["passes_s"]), res.fmt_ms(floor), res.fmt_ms(bound),
-                    f"{fused / bound:.2f}×" if fused else "–", res.fmt_ms(hard),
-                    res.fmt_ms(target),
+                    f"{fused / bound:.2f}×" if fused else "–",
+                    f"{r['working_set_mb']:.0f} MB: {r['gb_per_s_memory']:.1f}" if mem else "–",
+                    res.fmt_ms(floor + mem) if mem else "–",
+                    f"{fused / (floor + mem):.2f}×" if fused and mem else "–",
+                    res.fmt_ms(hard), res.fmt_ms(target),
                     f"{target / bound:.2f}×" if target else "–",
                     f"**{eager / hard:.2f}×**" if eager else "–"])
     head = ["case", "non-GEMM traffic MB", "GB/s", "passes ms", "GEMM floor ms",
-            "this design's bound ms", "fused / bound", "any design's bound ms",
+            "this design's bound ms", "fused / bound", "working set: GB/s",
+            "all passes from memory ms", "fused / that", "any design's bound ms",
             "eager / 1.4 ms", "(eager / 1.4) / this bound", "**eager / any bound**"]
     return _table(head, out)
 
@@ -411,8 +416,13 @@ _INTROS = {
         "reset as they are read): the values those non-GEMM passes of one fwd+bwd read and "
         "write, counted by `benchmarks/bench_traffic.py` (`--passes MODEL` lists them), at "
         "this machine's streaming bandwidth (the lowest of torch copy / triad / fill over "
-        "24 MB, at the case's thread count). *bound* = GEMM floor + passes: no fwd+bwd of "
-        "this design runs below it. *any design's bound* = GEMM floor + attention's six "
+        "24 MB, which the cache holds, at the case's thread count). *bound* = GEMM floor + "
+        "passes: no fwd+bwd of this design runs below it. *all passes from memory* = GEMM "
+        "floor + the same traffic at the bandwidth over arrays the size of the model's "
+        "working set (the fused model's activation arena plus its adjoints): what the passes "
+        "cost if none found its data in cache, a pessimistic estimate -- a step of this "
+        "design lies between the two where its working set outgrows the cache. *any design's "
+        "bound* = GEMM floor + attention's six "
         "products (scores, weighted sum and their adjoints) over the causal half only, at the "
         "floor's GFLOP/s (MKL's large sgemms run near this CPU's peak; attention's smaller "
         "ones do not run faster), with nothing else costing any time: no fwd+bwd that "
