@@ -8,7 +8,7 @@
     python benchmarks/_worker.py [--threads N] --once [--steps N] component gelu torchclad   (by hand)
 
 component: matmul | attention | layernorm | gelu | crossentropy;  impl: torchclad | eager | compile
-gpt2 impl: torchclad | torchclad_fused | eager | compile
+gpt2 impl: torchclad | torchclad_fused | eager | compile | gemm_floor (the model's sgemms alone)
 
 The driver starts one worker per implementation of a case and keeps them all alive, so their
 steps can be interleaved round by round (the same machine load for each) while each keeps its own
@@ -215,6 +215,26 @@ class GPT2Case:
                 "last_loss": self.losses[-1]}
 
 
+class GemmFloorCase:
+    """The GEMM floor as a case (bench_gpt2.GemmReplay): forward = the forward sgemms,
+    backward = the d-input and d-weight ones; nothing else."""
+
+    def __init__(self, model_name: str, B: int, T: int) -> None:
+        from bench_gpt2 import GemmReplay
+
+        self.replay = GemmReplay(model_name, B, T)
+
+    def step(self) -> dict:
+        clk = Clock()
+        self.replay.forward()
+        fwd = clk.lap()
+        self.replay.backward()
+        return {"forward": fwd, "backward": clk.lap(), "optimizer": clk.lap()}
+
+    def facts(self) -> dict:
+        return {"gflop": self.replay.gflop}
+
+
 # ---- server
 
 
@@ -300,7 +320,10 @@ def main(argv: list[str] | None = None) -> int:
             case = HigherCase(*a.args)
         else:
             impl, model, B, T = a.args if len(a.args) == 4 else (a.args[0], "gpt2", *a.args[1:])
-            case = GPT2Case(impl, model, int(B), int(T))
+            if impl == "gemm_floor":
+                case = GemmFloorCase(model, int(B), int(T))
+            else:
+                case = GPT2Case(impl, model, int(B), int(T))
     except Unavailable as e:
         _reply({"status": "unavailable", "reason": str(e)})
         return 0

@@ -256,7 +256,7 @@ class _Worker:
 def run_interleaved(cases: dict[str, Sequence[str]], *, warmup: dict[str, int], rounds: int,
                     min_seconds: float, max_seconds: float, threads: int,
                     setup_timeout: float = 900, step_timeout: float = 900,
-                    mem_per_worker_gb: float = 0.5,
+                    mem_per_worker_gb: float | dict[str, float] = 0.5,
                     min_step_seconds: float = 0.0) -> dict[str, dict[str, Any]]:
     """Run the implementations of one case side by side, one process each (``_worker.py``).
 
@@ -267,14 +267,16 @@ def run_interleaved(cases: dict[str, Sequence[str]], *, warmup: dict[str, int], 
     same machine load as the others' i-th, and :func:`paired` can compare them round by round.
     A "step" of a fast case is K back-to-back steps (their mean), K chosen per impl after the
     warm-up so that it lasts about ``min_step_seconds``.
-    If the machine lacks the memory for all workers at once, they run one at a time
-    (``paired`` is then False). Returns impl -> row: status, samples per phase (lists of
+    If the machine lacks the memory for all workers at once (``mem_per_worker_gb``: GB per
+    worker, or per impl), they run one at a time (``paired`` is then False). Returns impl -> row: status, samples per phase (lists of
     ``[wall, cpu]``), first-call time, memory and case facts; a worker that is unavailable or
     fails is a row with its reason, and the others go on.
     """
     impls = list(cases)
     avail = _mem_available_gb()
-    together = avail is None or avail > mem_per_worker_gb * len(impls) + 2.0
+    mem = (mem_per_worker_gb if isinstance(mem_per_worker_gb, dict)
+           else dict.fromkeys(impls, mem_per_worker_gb))
+    together = avail is None or avail > sum(mem[i] for i in impls) + 2.0
     groups = [impls] if together else [[i] for i in impls]
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="torchclad_bench_logs_") as logs:
@@ -362,10 +364,11 @@ def paired(rows: dict[str, dict[str, Any]], impl: str, base: str, phase: str,
 
 
 def summarize_rows(rows: dict[str, dict[str, Any]], sums: dict[str, tuple[str, ...]],
-                   base: str = "eager") -> dict[str, dict[str, Any]]:
+                   base: str = "eager", also: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     """Add summed phases (e.g. fwd_bwd) to the samples, statistics per phase and clock, and the
-    paired ratios against ``base``. The primary clock (``times``) is the process CPU time when
-    the workers ran on one thread (time spent descheduled does not count), else the wall."""
+    paired ratios against ``base`` (``vs_<base>``) and against each impl of ``also``
+    (``vs_<impl>``). The primary clock (``times``) is the process CPU time when the workers ran
+    on one thread (time spent descheduled does not count), else the wall."""
     for row in rows.values():
         if row.get("status") != "ok":
             continue
@@ -381,8 +384,9 @@ def summarize_rows(rows: dict[str, dict[str, Any]], sums: dict[str, tuple[str, .
         row["wall_times"] = {p: stats([s[p][0] for s in row["samples"]]) for p in phases}
         row["cpu_times"] = {p: stats([s[p][1] for s in row["samples"]]) for p in phases}
         row["times"] = row["cpu_times"] if clock else row["wall_times"]
-        row["vs_" + base] = {p: paired(rows, row["impl"], base, p, clock) for p in phases
-                             } if row["impl"] != base else None
+        for b in (base, *also):
+            row["vs_" + b] = {p: paired(rows, row["impl"], b, p, clock) for p in phases
+                              } if row["impl"] != b else None
     for row in rows.values():
         row.pop("samples", None)
     return rows

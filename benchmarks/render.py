@@ -188,12 +188,15 @@ def gemm_floor_table(sec: dict) -> str:
         cells = [case, f"{f['gflop']:.1f}", f"{ms:.1f}", f"{f['gflop'] / f['min']:.0f}"]
         for i in impls:
             t = _t(idx.get((case, i)), "fwd_bwd")
-            cells.append(f"{t / f['min']:.2f}×" if t else "–")
-        out.append(cells)
+            q = (f.get("vs_floor") or {}).get(i)
+            cells.append((f"{t / f['min']:.2f}×" if t else "–")
+                          + (f" <sub>({q['median']:.2f}×: {q['p10']:.2f}–{q['p90']:.2f})</sub>"
+                             if q else ""))
+        out.append(cells + ["interleaved" if f.get("interleaved") else "alone, after"])
     if not out:
         return ""
     head = ["case", "GFLOP", "sgemm floor ms", "GFLOP/s", "eager / floor", "torchclad / floor",
-            "fused / floor", "compile / floor"]
+            "fused / floor", "compile / floor", "floor measured"]
     return _table(head, out)
 
 
@@ -482,10 +485,12 @@ _INTROS = {
 
 _GEMM_FLOOR_INTRO = (
     "The matmul bound: the step's sgemms (forward and backward, attention's excepted) "
-    "replayed alone with `torch.mm` into preallocated buffers, same thread count, in a "
-    "process of its own "
-    "(`bench_gpt2.gemm_floor`; minimum over repetitions, measured in the same run "
-    "as the table above), against each implementation's fwd+bwd minimum. Anything "
+    "replayed with `torch.mm` into preallocated buffers, same thread count, in a "
+    "process of its own (`bench_gpt2.GemmReplay`), against each implementation's fwd+bwd "
+    "minimum. *interleaved*: the replay takes its turn in every round of the table above, "
+    "as one more implementation, and its minimum is the floor; in small print the median "
+    "of the per-round ratios to it (p10–p90). *alone, after*: measured once after the "
+    "rounds (older runs). Anything "
     "that keeps MKL's sgemm runs at or above 1.00× of it, so the speed-up over eager "
     "is bounded by the *eager / floor* column -- where a step comes out below "
     "1.00× (the small sizes), the replay is not a bound: it pays small-matrix "
