@@ -8,7 +8,7 @@
     python benchmarks/_worker.py [--threads N] --once [--steps N] component gelu torchclad   (by hand)
 
 component: matmul | attention | layernorm | gelu | crossentropy;  impl: torchclad | eager | compile
-gpt2 impl: torchclad | torchclad_fused | eager | compile | gemm_floor (the model's sgemms alone)
+gpt2 impl: torchclad | torchclad_fused | eager | compile | gemm_floor (its sgemms alone)
 
 The driver starts one worker per implementation of a case and keeps them all alive, so their
 steps can be interleaved round by round (the same machine load for each) while each keeps its own

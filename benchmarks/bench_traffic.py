@@ -11,9 +11,9 @@ working_set_mb). traffic / the 24 MB bandwidth + the step's GEMM floor bounds wh
 can reach; at the larger models, whose working set outgrows the cache, the same traffic at the
 working set's (memory's) rate is what the passes cost if none of them found its data in cache:
 a pessimistic estimate, between which and the bound a step of this design lies. The GEMM floor
-+ attention's causal products (attention_gflop) bounds any design. The floor and the eager / fused times are read from the gpt2 section of
-benchmarks/results.json (bench_gpt2.py, which `make bench` runs before this module), copied
-into this section with the date of that run.
++ attention's causal products (attention_gflop) bounds any design. The floor and the eager /
+fused times are read from the gpt2 section of benchmarks/results.json (bench_gpt2.py, which
+`make bench` runs before this module), copied into this section with the date of that run.
 
 Results: section ``traffic`` of benchmarks/results.json, table in results.md (quoted by the
 README's Performance section).

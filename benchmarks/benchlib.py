@@ -268,9 +268,10 @@ def run_interleaved(cases: dict[str, Sequence[str]], *, warmup: dict[str, int], 
     A "step" of a fast case is K back-to-back steps (their mean), K chosen per impl after the
     warm-up so that it lasts about ``min_step_seconds``.
     If the machine lacks the memory for all workers at once (``mem_per_worker_gb``: GB per
-    worker, or per impl), they run one at a time (``paired`` is then False). Returns impl -> row: status, samples per phase (lists of
-    ``[wall, cpu]``), first-call time, memory and case facts; a worker that is unavailable or
-    fails is a row with its reason, and the others go on.
+    worker, or per impl), they run one at a time (``paired`` is then False). Returns impl ->
+    row: status, samples per phase (lists of ``[wall, cpu]``), first-call time, memory and case
+    facts; a worker that is unavailable or fails is a row with its reason, and the others go
+    on.
     """
     impls = list(cases)
     avail = _mem_available_gb()
