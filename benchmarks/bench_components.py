@@ -40,8 +40,8 @@ def label(case: str, threads: int) -> str:
 
 def run_all(cases=CASES, impls=IMPLS, quick: bool = False, write: bool = True,
             thread_counts=THREADS) -> dict:
-    # A component's step is 0.1-60 ms: at 15 rounds / 2 s, five runs gave the layernorm row at
-    # two threads medians from 0.84x to 1.46x; at 40 rounds / 10 s, three runs gave 1.02-1.03x.
+    # A component's step is 0.1-60 ms. The layernorm row at two threads, median torchclad /
+    # eager: 0.84x-1.46x over four runs at 15 rounds / 2 s; 1.02x-1.08x over four at 40 / 10 s.
     warmup, rounds, min_s, max_s = (2, 5, 0.2, 30.0) if quick else (3, 40, 10.0, 60.0)
     machine = bl.machine_info()
     rows, labels = [], []
