@@ -168,8 +168,9 @@ class GPT2(torch.nn.Module):
             raise TypeError(f"GPT2: idx must be a (B, T) tensor of token ids, got "
                             f"{type(idx).__name__}")
         if idx.dtype not in (torch.int64, torch.int32) or idx.dim() != 2:
-            raise TypeError(f"GPT2: idx must be a (B, T) int64 tensor of token ids, got a tensor "
-                            f"of dtype {dtype_name(idx.dtype)} and shape {tuple(idx.shape)}")
+            raise TypeError(f"GPT2: idx must be a (B, T) int64 (or int32) tensor of token ids, "
+                            f"got a tensor of dtype {dtype_name(idx.dtype)} and shape "
+                            f"{tuple(idx.shape)}")
         if idx.device.type != "cpu":
             raise ValueError(f"GPT2: idx is on {idx.device}; torchclad kernels run on the CPU only")
         B, T = idx.shape
@@ -189,8 +190,8 @@ class GPT2(torch.nn.Module):
         if targets is not None:
             if (not isinstance(targets, torch.Tensor)
                     or targets.dtype not in (torch.int64, torch.int32)):
-                raise TypeError("GPT2: targets must be a (B, T) int64 tensor of token ids (or -1 "
-                                f"to ignore a position), got {_describe(targets)}")
+                raise TypeError("GPT2: targets must be a (B, T) int64 (or int32) tensor of token "
+                                f"ids (or -1 to ignore a position), got {_describe(targets)}")
             if tuple(targets.shape) != (B, T):
                 raise ValueError(f"GPT2: targets has shape {tuple(targets.shape)}, expected the "
                                  f"shape of idx, {(B, T)}")
