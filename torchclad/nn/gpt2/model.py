@@ -168,7 +168,7 @@ class GPT2(torch.nn.Module):
             raise TypeError(f"GPT2: idx must be a (B, T) tensor of token ids, got "
                             f"{type(idx).__name__}")
         if idx.dtype not in (torch.int64, torch.int32) or idx.dim() != 2:
-            raise TypeError(f"GPT2: idx must be a (B, T) int64 (or int32) tensor of token ids, "
+            raise TypeError("GPT2: idx must be a (B, T) int64 (or int32) tensor of token ids, "
                             f"got a tensor of dtype {dtype_name(idx.dtype)} and shape "
                             f"{tuple(idx.shape)}")
         if idx.device.type != "cpu":
