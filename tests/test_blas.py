@@ -14,23 +14,39 @@ from torchclad.builtin import blas
 
 RUN = textwrap.dedent("""
     import json, os, torch
-    torch.set_num_threads(int(os.environ["NT"]))     # the other BLAS runs at one thread only
+    torch.set_num_threads(int(os.environ["NT"]))
     import torchclad.nn as tnn
     from torchclad.builtin import blas, loader
     loader.extension()
     torch.manual_seed(0)
-    m = tnn.Linear(96, 200)
-    ref = torch.nn.Linear(96, 200)
-    ref.load_state_dict(m.state_dict())
-    x = torch.randn(300, 96, requires_grad=True)
-    xr = x.detach().clone().requires_grad_()
-    g = torch.randn(300, 200)
-    m(x).backward(g)
-    ref(xr).backward(g)
-    err = max((a - b).abs().max().item() / (b.abs().max().item() + 1e-30) for a, b in
-              [(x.grad, xr.grad), (m.weight.grad, ref.weight.grad), (m.bias.grad, ref.bias.grad),
-               (m(x), ref(xr))])
-    print(json.dumps({"selected": blas.selected(), "err": err}))
+    err = 0.0
+    # (rows, in, out, bias): 300 x 96 -> 200 splits its GEMMs over the threads; 17 x 33 -> 5 and
+    # 1 x 7 -> 3 stay one call; 64 x 1024 -> 16 has a long k and few columns; 40 x 64 -> 1000
+    # splits by rows of the weight's gradient
+    for n, k, o, bias in [(300, 96, 200, True), (17, 33, 5, True), (1, 7, 3, False),
+                          (64, 1024, 16, True), (40, 64, 1000, False)]:
+        m = tnn.Linear(k, o, bias=bias)
+        ref = torch.nn.Linear(k, o, bias=bias)
+        ref.load_state_dict(m.state_dict())
+        x = torch.randn(n, k, requires_grad=True)
+        xr = x.detach().clone().requires_grad_()
+        g = torch.randn(n, o)
+        y = m(x)
+        y.backward(g)
+        yr = ref(xr)
+        yr.backward(g)
+        pairs = [(y, yr), (x.grad, xr.grad), (m.weight.grad, ref.weight.grad)]
+        if bias:
+            pairs.append((m.bias.grad, ref.bias.grad))
+        err = max([err] + [(a - b).abs().max().item() / (b.abs().max().item() + 1e-30)
+                           for a, b in pairs])
+    # attention's products: one GEMM per (batch, head) entry, on one thread of a parallel loop
+    att = tnn.CausalSelfAttention(tnn.GPT2Config(block_size=80, n_embd=64, n_head=4))
+    xa = torch.randn(3, 80, 64, requires_grad=True)
+    ya = att(xa)
+    ya.backward(torch.linspace(-1, 1, ya.numel()).reshape(ya.shape))
+    bits = [ya.detach().flatten().tolist()[::97], xa.grad.flatten().tolist()[::97]]
+    print(json.dumps({"selected": blas.selected(), "err": err, "bits": bits}))
 """)
 
 
@@ -45,15 +61,20 @@ def _run(choice: str, threads: int = 1) -> dict:
 
 
 def test_mkl_when_asked():
-    r = _run("mkl")
-    assert r["selected"] == "mkl" and r["err"] < 1e-5
+    for threads in (1, 2):
+        r = _run("mkl", threads)
+        assert r["selected"] == "mkl" and r["err"] < 1e-5, r["err"]
 
 
 def test_openblas_when_asked():
+    """OpenBLAS at 1, 2 and 3 threads (with more than one, the large GEMMs are split over the
+    OpenMP threads): torch's results to float32 rounding; attention's batched products give the
+    same bits at every thread count."""
     assert blas.openblas_library() is not None, "numpy's OpenBLAS not found (make install has numpy)"
-    for threads in (1, 2):           # at 2 threads the kernels fall back to MKL
-        r = _run("openblas", threads)
-        assert r["selected"] == "openblas" and r["err"] < 1e-5
+    runs = [_run("openblas", threads) for threads in (1, 2, 3)]
+    for r in runs:
+        assert r["selected"] == "openblas" and r["err"] < 1e-5, r["err"]
+    assert runs[1]["bits"] == runs[0]["bits"] and runs[2]["bits"] == runs[0]["bits"]
 
 
 def test_auto_picks_by_cpu(monkeypatch):

@@ -35,9 +35,12 @@ extern "C" void dgemm_(const char* transa, const char* transb, const int* m, con
 // at import (by CPU: numpy's OpenBLAS, where it measured faster than MKL at the models' shapes,
 // benchmarks/bench_blas.py): TORCHCLAD_SGEMM_LIB names a library exporting an ILP64 Fortran
 // sgemm (numpy's OpenBLAS: scipy_sgemm_64_), loaded on the first call; unset, or not loadable:
-// MKL's sgemm_. It is called only when OpenMP runs one thread: with more, its own thread pool
-// and the OpenMP threads of torch and of the kernels compete for the cores (measured: the fused
-// GPT-2 at 2 threads 2x slower with it), and MKL, which runs on OpenMP's threads, is used.
+// MKL's sgemm_. That library always runs single-threaded: its own thread pool would compete for
+// the cores with the OpenMP threads of torch and of the kernels, which spin for a while after
+// each parallel region (measured: the fused GPT-2 at 2 threads 2x slower with it). With more
+// than one OpenMP thread, a large GEMM is cut into column (or row) blocks of C, one per OpenMP
+// thread, each a single-threaded call (matmul_gemm_split): the cores stay OpenMP's, as with
+// MKL, which runs on OpenMP's threads.
 using matmul_sgemm64_fn = void (*)(const char*, const char*, const long*, const long*,
                                    const long*, const float*, const float*, const long*,
                                    const float*, const long*, const float*, float*, const long*);
@@ -45,8 +48,6 @@ using matmul_threads_fn = void (*)(int);
 
 struct matmul_blas {
     matmul_sgemm64_fn sgemm = nullptr;
-    matmul_threads_fn set_threads = nullptr;
-    int threads = 0;
 };
 
 inline matmul_blas matmul_load_blas() {
@@ -56,12 +57,17 @@ inline matmul_blas matmul_load_blas() {
     if (lib == nullptr) return out;
     const char* gemms[] = {"scipy_sgemm_64_", "sgemm_64_"};
     const char* sets[] = {"scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_"};
+    matmul_threads_fn set_threads = nullptr;
     for (const char* name : gemms) {
         if (out.sgemm == nullptr) out.sgemm = (matmul_sgemm64_fn)dlsym(lib, name);
     }
     for (const char* name : sets) {
-        if (out.set_threads == nullptr) out.set_threads = (matmul_threads_fn)dlsym(lib, name);
+        if (set_threads == nullptr) set_threads = (matmul_threads_fn)dlsym(lib, name);
     }
+    // its own pool never runs: every call is single-threaded (see above); without the setter
+    // the library might start threads of its own, so it is not used
+    if (set_threads == nullptr) out.sgemm = nullptr;
+    else set_threads(1);
     return out;
 }
 
@@ -70,27 +76,74 @@ inline matmul_blas& matmul_other_blas() {
     return blas;
 }
 
+inline void matmul_other_call(const matmul_blas& other, bool ta, bool tb, long m, long n, long k,
+                              float alpha, const float* a, long lda, const float* b, long ldb,
+                              float beta, float* c, long ldc) {
+    other.sgemm(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c,
+                &ldc);
+}
+
+// Work (m * n * k multiply-adds) below which a GEMM of the other BLAS is not split over threads
+// (~20 us at one core: the parallel region's start and the packing of the shared operand per
+// block would eat the gain), and the fewest rows / columns of C a block gets (a multiple of the
+// 16-wide register tiles of the AVX2 / AVX-512 kernels).
+constexpr long MATMUL_SPLIT_WORK = 1L << 20;
+constexpr long MATMUL_SPLIT_ALIGN = 16;
+
+// Column-major c (m x n) by blocks of its longer side, one block per OpenMP thread, each a
+// single-threaded GEMM of the other BLAS: the columns [j0, j1) of c need op(b)'s columns
+// [j0, j1) only (b + j0 * ldb, or b + j0 when b is transposed); the rows [i0, i1), op(a)'s rows
+// (a + i0, or a + i0 * lda when transposed). The result agrees with the unsplit call to
+// rounding, mostly bit for bit (over 15552 shapes, transposes and betas at 2 and 3 blocks, 3%
+// differed, small ones: the library picks its kernels by size), so, like MKL's threads, the
+// bits of a split GEMM may depend on the thread count.
+inline void matmul_gemm_split(const matmul_blas& other, int threads, bool ta, bool tb, long m,
+                              long n, long k, float alpha, const float* a, long lda,
+                              const float* b, long ldb, float beta, float* c, long ldc) {
+    const bool by_cols = n >= m;
+    const long side = by_cols ? n : m;
+    const long units = (side + MATMUL_SPLIT_ALIGN - 1) / MATMUL_SPLIT_ALIGN;
+    const int parts = static_cast<int>(units < threads ? units : threads);
+    #pragma omp parallel for num_threads(parts) schedule(static, 1)
+    for (int p = 0; p < parts; p++) {
+        const long lo = units * p / parts * MATMUL_SPLIT_ALIGN;
+        const long hi_u = units * (p + 1) / parts * MATMUL_SPLIT_ALIGN;
+        const long hi = hi_u < side ? hi_u : side;
+        if (hi <= lo) continue;
+        if (by_cols) {
+            const float* bj = tb ? b + lo : b + lo * ldb;
+            matmul_other_call(other, ta, tb, m, hi - lo, k, alpha, a, lda, bj, ldb, beta,
+                              c + lo * ldc, ldc);
+        } else {
+            const float* ai = ta ? a + lo * lda : a + lo;
+            matmul_other_call(other, ta, tb, hi - lo, n, k, alpha, ai, lda, b, ldb, beta, c + lo,
+                              ldc);
+        }
+    }
+}
+
 // Column-major c (m x n) = alpha * op(a) * op(b) + beta * c, op = transpose when ta / tb.
-// fixed: always MKL's (not the other BLAS at one thread), so that a GEMM run on one thread of a
-// parallel loop gives the same bits whatever the thread count (MKL runs sequentially inside an
-// active parallel region, and with one thread).
+// fixed: one call on the calling thread, whatever the thread count, so that a GEMM run on one
+// thread of a parallel loop (a batch entry of matmul_strided) gives the same bits at any thread
+// count: the other BLAS single-threaded, or MKL, which runs sequentially inside an active
+// parallel region and with one thread. Otherwise the other BLAS is split over the OpenMP
+// threads (matmul_gemm_split), and MKL uses them itself.
 inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
                         int lda, const float* b, int ldb, float beta, float* c, int ldc,
                         bool fixed = false) {
-    matmul_blas& other = matmul_other_blas();
+    const matmul_blas& other = matmul_other_blas();
+    if (other.sgemm != nullptr) {
 #ifdef _OPENMP
-    const bool one_thread = omp_get_max_threads() == 1;
+        const int threads = fixed || omp_in_parallel() ? 1 : omp_get_max_threads();
 #else
-    const bool one_thread = true;
+        const int threads = 1;
 #endif
-    if (other.sgemm != nullptr && one_thread && !fixed) {
-        if (other.set_threads != nullptr && other.threads != 1) {
-            other.set_threads(1);
-            other.threads = 1;
+        if (threads > 1 && static_cast<long>(m) * n * k >= MATMUL_SPLIT_WORK &&
+            (m > MATMUL_SPLIT_ALIGN || n > MATMUL_SPLIT_ALIGN)) {
+            matmul_gemm_split(other, threads, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        } else {
+            matmul_other_call(other, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         }
-        const long M = m, N = n, K = k, LA = lda, LB = ldb, LC = ldc;
-        other.sgemm(ta ? "T" : "N", tb ? "T" : "N", &M, &N, &K, &alpha, a, &LA, b, &LB, &beta, c,
-                    &LC);
         return;
     }
     sgemm_(ta ? "T" : "N", tb ? "T" : "N", &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);

@@ -8,10 +8,12 @@ bundled OpenBLAS measured faster than MKL at the GEMM shapes of the benchmarked 
 (benchmarks/bench_blas.py, section "blas" of benchmarks/results.md: MKL's kernels are tuned for
 Intel processors); elsewhere, or without numpy's OpenBLAS, MKL stays.
 
-The kernels call that library only while OpenMP runs one thread (``torch.set_num_threads(1)``):
-with more, its own thread pool and the OpenMP threads of torch and of the kernels compete for
-the cores (the fused GPT-2 at 2 threads measured 2x slower with it), so MKL, which runs on
-OpenMP's threads, serves every multi-threaded GEMM.
+That library always runs single-threaded: its own thread pool would compete for the cores with
+the OpenMP threads of torch and of the kernels (the fused GPT-2 at 2 threads measured 2x slower
+with it). With more than one OpenMP thread (``torch.set_num_threads``), a large GEMM is cut into
+blocks of its output, one single-threaded call per OpenMP thread (``matmul_gemm_split`` in
+csrc/kernels/matmul.cpp); a batch entry of attention's products, run on one thread of a
+parallel loop, is one call, so its bits do not depend on the thread count.
 
 ``TORCHCLAD_BLAS`` overrides the choice: ``mkl``, ``openblas`` or ``auto`` (the default).
 float64 GEMMs always use MKL. The choice is fixed once a kernel has run (the kernels read the
@@ -71,6 +73,5 @@ def choose() -> str:
 
 
 def selected() -> str:
-    """The library the float GEMMs use in this process at one thread: ``"mkl"`` or
-    ``"openblas"`` (with more threads: MKL)."""
+    """The library the float GEMMs use in this process: ``"mkl"`` or ``"openblas"``."""
     return "openblas" if os.environ.get(_ENV) else "mkl"
