@@ -8,7 +8,8 @@
     python benchmarks/_worker.py [--threads N] --once [--steps N] component gelu torchclad   (by hand)
 
 component: matmul | attention | layernorm | gelu | crossentropy;  impl: torchclad | eager | compile
-gpt2 impl: torchclad | torchclad_fused | eager | compile | gemm_floor (its sgemms alone)
+gpt2 impl: torchclad | torchclad_fused | torchclad_fused_mkl (fused, its GEMMs MKL's whatever
+           the CPU: TORCHCLAD_BLAS=mkl) | eager | compile | gemm_floor (its sgemms alone)
 
 The driver starts one worker per implementation of a case and keeps them all alive, so their
 steps can be interleaved round by round (the same machine load for each) while each keeps its own
@@ -174,9 +175,9 @@ class GPT2Case:
         t0 = time.perf_counter()
         cfg = ref.MODELS[model_name][0]
         self.vocab = cfg["vocab_size"]
-        if impl in ("torchclad", "torchclad_fused"):
+        if impl in ("torchclad", "torchclad_fused", "torchclad_fused_mkl"):
             tnn = _torchclad_nn("GPT2", "GPT2Config")
-            model = tnn.GPT2(tnn.GPT2Config(**cfg), fused=impl == "torchclad_fused")
+            model = tnn.GPT2(tnn.GPT2Config(**cfg), fused=impl != "torchclad")
         elif impl in ("eager", "compile"):
             model = ref.GPT2(ref.Config(**cfg))
         else:
@@ -301,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.threads > 0:  # before torch (and its OpenMP / MKL runtimes) load
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(a.threads)
+    if a.what == "gpt2" and a.args[0].endswith("_mkl"):  # before torchclad chooses its BLAS
+        os.environ["TORCHCLAD_BLAS"] = "mkl"
+        os.environ.pop("TORCHCLAD_SGEMM_LIB", None)
     # the protocol gets the original stdout; anything else written to fd 1 (by Python or C++:
     # compiler chatter, warnings) goes to stderr
     global _PROTO

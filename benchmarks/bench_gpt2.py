@@ -11,6 +11,8 @@ for every implementation).
 
 * ``torchclad``        ``torchclad.nn.GPT2(config)``: autograd chains the layers' generated sweeps
 * ``torchclad_fused``  ``GPT2(config, fused=True)``: one generated sweep for the whole model
+* ``torchclad_fused_mkl``  the same with MKL's GEMMs (``TORCHCLAD_BLAS=mkl``); run only where
+                       torchclad picks another BLAS on this CPU (numpy's OpenBLAS on AMD)
 * ``eager``            a plain-PyTorch GPT-2 (benchmarks/reference_models.py), same weights
 * ``compile``          ``torch.compile(<that model>, dynamic=True)``; the first step
                        (compilation included) is reported apart
@@ -25,8 +27,9 @@ reason.
 
 The GEMM floor of a case (stored per case): the forward, d-input and d-weight sgemm of each
 linear layer (4 per block and the lm_head), replayed with ``torch.mm`` into preallocated outputs
-at the case's thread count (``GemmReplay``). Every implementation here runs these GEMMs through
-MKL, so no fwd+bwd can be faster than it. The replay is one more process of the case,
+at the case's thread count (``GemmReplay``). Every implementation here that runs these GEMMs
+through MKL is bounded by it; where torchclad picks numpy's OpenBLAS (torchclad.builtin.blas)
+the fused model can run below it, and ``torchclad_fused_mkl`` is the model on MKL. The replay is one more process of the case,
 ``gemm_floor``, taking its turn in every round like the models (its "step" is the replay, its
 forward the forward GEMMs): its minimum is the floor, and each implementation's per-round ratio
 to it is stored too. Measured once, after the rounds, a floor read the host's state of that
@@ -57,14 +60,24 @@ THREADS = (0, 1)            # 0 = torch's default (the headline), 1 = per core
 IMPLS = ("eager", "torchclad", "torchclad_fused", "compile", "gemm_floor")
 
 
+def default_impls() -> tuple[str, ...]:
+    """IMPLS, and where torchclad's GEMMs are not MKL's on this CPU (torchclad.builtin.blas: numpy's
+    OpenBLAS on AMD), the fused model with MKL's as well (``torchclad_fused_mkl``): what the
+    choice of BLAS gives, measured in the same rounds."""
+    from torchclad.builtin import blas
+
+    return IMPLS + (("torchclad_fused_mkl",) if blas.auto_choice() != "mkl" else ())
+
+
 def label(model: str, threads: int) -> str:
     """The case label: model, (B, T) and thread count (`demo B16,T64 2thr`)."""
     B, T = ref.MODELS[model][1]
     return f"{model} B{B},T{T} {bl.thread_tag(threads)}"
 
 
-def run_all(models=MODELS, thread_counts=THREADS, impls=IMPLS, quick: bool = False,
+def run_all(models=MODELS, thread_counts=THREADS, impls=None, quick: bool = False,
             write: bool = True) -> dict:
+    impls = tuple(impls or default_impls())
     rounds, max_s = (2, 10.0) if quick else (12, 90.0)
     machine = bl.machine_info()
     rows, cases, floors = [], [], {}
@@ -228,7 +241,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", default=",".join(map(str, THREADS)),
                     help="thread counts, 0 = torch's default")
-    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--impls", default="",
+                    help=f"comma-separated, from {','.join(IMPLS)},torchclad_fused_mkl "
+                         "(default: default_impls())")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--gemm-floor-only", action="store_true",
                     help="measure the GEMM floors only, into the stored gpt2 section")
@@ -250,7 +265,8 @@ def main(argv=None) -> int:
             sec["gemm_floor"] = {**sec.get("gemm_floor", {}), **floors}
             bl.update_section(SECTION, sec)
         return 0
-    payload = run_all(models, threads, a.impls.split(","), a.quick, write=not a.no_write)
+    impls = [i for i in a.impls.split(",") if i] or None
+    payload = run_all(models, threads, impls, a.quick, write=not a.no_write)
     print(render.gpt2_table(payload))
     return 0
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results as res  # noqa: E402
 
 IMPL_NAMES = {"eager": "PyTorch eager", "torchclad": "torchclad", "torchclad_fused": "torchclad fused",
-              "compile": "torch.compile"}
+              "torchclad_fused_mkl": "torchclad fused, MKL's GEMMs", "compile": "torch.compile"}
 
 
 def _t(row: dict | None, series: str, key: str = "min") -> float | None:
@@ -153,12 +153,15 @@ def gpt2_table(sec: dict) -> str:
     rows = sec.get("rows", [])
     idx = _by(rows, "case", "impl")
     impls = ["eager", "torchclad", "torchclad_fused", "compile"]
+    mkl = any(x.get("impl") == "torchclad_fused_mkl" for x in rows)
     out = []
     for case in sec.get("cases", []):
-        r = {i: idx.get((case, i)) for i in impls}
+        r = {i: idx.get((case, i)) for i in impls + ["torchclad_fused_mkl"]}
         cells = [case]
         cells += [_cell(r[i], "fwd_bwd") for i in impls]
         cells += [_rel_cell(r[i], r["eager"], "fwd_bwd") for i in ("torchclad", "torchclad_fused", "compile")]
+        if mkl:
+            cells.append(_rel_cell(r["torchclad_fused_mkl"], r["eager"], "fwd_bwd"))
         cells += [_cell(r[i], "step") for i in ("eager", "torchclad", "torchclad_fused")]
         diffs = [x.get("loss_diff_vs_eager") for x in r.values() if x and x.get("loss_diff_vs_eager") is not None]
         cells.append(f"{max(diffs):.1e}" if diffs else "–")
@@ -167,8 +170,10 @@ def gpt2_table(sec: dict) -> str:
             for i in impls))
         out.append(cells)
     head = ["case", "eager ms", "torchclad ms", "fused ms", "compile ms", "**torchclad / eager**",
-            "**fused / eager**", "compile / eager", "step eager ms", "step torchclad ms",
-            "step fused ms", "max loss diff", "peak RSS GB (eager / tc / fused / compile)"]
+            "**fused / eager**", "compile / eager"]
+    head += ["fused with MKL's GEMMs / eager"] if mkl else []
+    head += ["step eager ms", "step torchclad ms", "step fused ms", "max loss diff",
+             "peak RSS GB (eager / tc / fused / compile)"]
     notes = _notes(rows, "case")
     return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
 
@@ -179,6 +184,8 @@ def gemm_floor_table(sec: dict) -> str:
     floors = sec.get("gemm_floor") or {}
     idx = _by(sec.get("rows", []), "case", "impl")
     impls = ["eager", "torchclad", "torchclad_fused", "compile"]
+    if any(x.get("impl") == "torchclad_fused_mkl" for x in sec.get("rows", [])):
+        impls.append("torchclad_fused_mkl")
     out = []
     for case in sec.get("cases", []):
         f = floors.get(case)
@@ -196,7 +203,9 @@ def gemm_floor_table(sec: dict) -> str:
     if not out:
         return ""
     head = ["case", "GFLOP", "sgemm floor ms", "GFLOP/s", "eager / floor", "torchclad / floor",
-            "fused / floor", "compile / floor", "floor measured"]
+            "fused / floor", "compile / floor"]
+    head += ["fused with MKL's GEMMs / floor"] if "torchclad_fused_mkl" in impls else []
+    head += ["floor measured"]
     return _table(head, out)
 
 
@@ -408,7 +417,9 @@ _INTROS = {
         "B4 T64); each at torch's default thread count (*N*thr = the machine's cores: the "
         "headline) and at one thread (per core). The step adds AdamW. `torchclad` = "
         "`GPT2(config)` (modular: autograd chains the generated sweeps), `fused` = "
-        "`GPT2(config, fused=True)` (one generated sweep for the whole model), eager / "
+        "`GPT2(config, fused=True)` (one generated sweep for the whole model; *fused with "
+        "MKL's GEMMs*, where present: the same with `TORCHCLAD_BLAS=mkl`, on a CPU where "
+        "torchclad picks numpy's OpenBLAS), eager / "
         "compile = a plain-PyTorch GPT-2 (`benchmarks/reference_models.py`; compile with "
         "`dynamic=True`); same weights, so the first losses agree (*max loss diff*); one "
         "process per implementation, interleaved (`benchmarks/bench_gpt2.py`); with more "
@@ -494,7 +505,10 @@ _GEMM_FLOOR_INTRO = (
     "that keeps MKL's sgemm runs at or above 1.00× of it, so the speed-up over eager "
     "is bounded by the *eager / floor* column -- where a step comes out below "
     "1.00× (the small sizes), the replay is not a bound: it pays small-matrix "
-    "overheads (a call per sgemm from Python) that a whole step amortises.")
+    "overheads (a call per sgemm from Python) that a whole step amortises. Where torchclad "
+    "runs its GEMMs with numpy's OpenBLAS (`torchclad/builtin/blas.py`: on AMD processors) "
+    "the floor, MKL's, bounds only *fused with MKL's GEMMs* (`TORCHCLAD_BLAS=mkl`, measured "
+    "in the same rounds); the other torchclad columns can run below it.")
 
 
 def _measured(key: str, sec: dict, table) -> list[str]:

@@ -25,7 +25,7 @@ import glob
 import os
 from pathlib import Path
 
-__all__ = ["choose", "selected", "openblas_library"]
+__all__ = ["auto_choice", "choose", "selected", "openblas_library"]
 
 _ENV = "TORCHCLAD_SGEMM_LIB"
 _CHOICE = "TORCHCLAD_BLAS"
@@ -50,6 +50,12 @@ def _vendor() -> str:
     except OSError:
         pass
     return ""
+
+
+def auto_choice() -> str:
+    """What ``TORCHCLAD_BLAS=auto`` picks on this machine (nothing is set): ``"openblas"`` on
+    an AMD processor with numpy's OpenBLAS installed, else ``"mkl"``."""
+    return "openblas" if _vendor() == "AuthenticAMD" and openblas_library() else "mkl"
 
 
 def choose() -> str:
