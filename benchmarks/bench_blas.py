@@ -8,6 +8,11 @@ and d-weight sgemm of each linear layer (4 per block and the lm_head). This repl
                 matmul custom derivative calls (csrc/custom/matmul.cpp)
 * ``openblas``  ``numpy.matmul(..., out=)``: numpy's bundled OpenBLAS (the PyPI wheel's)
 
+At more than one thread ``numpy.matmul`` runs OpenBLAS's own thread pool; torchclad instead
+calls it single-threaded from each OpenMP thread on a block of the output (matmul_gemm_split
+in csrc/kernels/matmul.cpp), whose effect on the models bench_gpt2.py shows (fused against
+torchclad_fused_mkl).
+
 Each library runs in a process of its own (two threading runtimes in one process disturb each
 other), the two alternating, `rounds` times; a process runs `reps` replays and reports their
 minimum, per shape and in total. Ratio = openblas / mkl of the per-round totals (median and
