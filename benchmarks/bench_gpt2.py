@@ -29,10 +29,10 @@ The GEMM floor of a case (stored per case): the forward, d-input and d-weight sg
 linear layer (4 per block and the lm_head), replayed with ``torch.mm`` into preallocated outputs
 at the case's thread count (``GemmReplay``). Every implementation here that runs these GEMMs
 through MKL is bounded by it; where torchclad picks numpy's OpenBLAS (torchclad.builtin.blas)
-the fused model can run below it, and ``torchclad_fused_mkl`` is the model on MKL. The replay is one more process of the case,
-``gemm_floor``, taking its turn in every round like the models (its "step" is the replay, its
-forward the forward GEMMs): its minimum is the floor, and each implementation's per-round ratio
-to it is stored too. Measured once, after the rounds, a floor read the host's state of that
+the torchclad models can run below it, and ``torchclad_fused_mkl`` is the fused model on MKL.
+The replay is one more process of the case, ``gemm_floor``, taking its turn in every round like
+the models (its "step" is the replay, its forward the forward GEMMs): its minimum is the floor,
+and each implementation's per-round ratio to it is stored too. Measured once, after the rounds, a floor read the host's state of that
 moment: at one thread it came out above the fused step (2.08 s against 1.52 s at 124M on
 2026-11-29), where a replay run later took 1.36 s. ``--gemm-floor-only`` still measures it
 alone.

@@ -450,7 +450,10 @@ _INTROS = {
         "layer) replayed with torch's BLAS (MKL, `torch.mm`) and with numpy's (OpenBLAS, "
         "`numpy.matmul`), each library in a process of its own, alternating round by round "
         "(`benchmarks/bench_blas.py`); the minimum over each process's replays, the ratio "
-        "is the median of the per-round ratios. < 1: OpenBLAS is faster.",
+        "is the median of the per-round ratios. < 1: OpenBLAS is faster. At two threads numpy runs "
+        "OpenBLAS's own thread pool; torchclad calls it single-threaded on a block of each GEMM "
+        "per OpenMP thread instead, and the GPT-2 table's *fused with MKL's GEMMs* column "
+        "shows what that choice gives the fused model.",
     "build":
         "The engine over `torchclad/builtin/registry.py`'s registry (wall time per kernel file), then "
         "a fresh compile of each unit (kernel + generated derivatives + pybind11 glue) into "

@@ -40,12 +40,21 @@ RUN = textwrap.dedent("""
             pairs.append((m.bias.grad, ref.bias.grad))
         err = max([err] + [(a - b).abs().max().item() / (b.abs().max().item() + 1e-30)
                            for a, b in pairs])
-    # attention's products: one GEMM per (batch, head) entry, on one thread of a parallel loop
-    att = tnn.CausalSelfAttention(tnn.GPT2Config(block_size=80, n_embd=64, n_head=4))
-    xa = torch.randn(3, 80, 64, requires_grad=True)
-    ya = att(xa)
-    ya.backward(torch.linspace(-1, 1, ya.numel()).reshape(ya.shape))
-    bits = [ya.detach().flatten().tolist()[::97], xa.grad.flatten().tolist()[::97]]
+    # the attention core's products: one GEMM per (batch, head) entry, on one thread of a
+    # parallel loop (the same bits at any thread count); T = 80 spans two blocks of rows
+    from torchclad.builtin import ops
+    qkv = torch.randn(3, 80, 3, 4, 16, requires_grad=True)
+    ya = ops.attention(qkv)[0]
+    ga = torch.linspace(-1, 1, ya.numel()).reshape(ya.shape)
+    ya.backward(ga)
+    qr = qkv.detach().clone().requires_grad_()
+    q, k, v = (t.transpose(1, 2) for t in qr.unbind(2))
+    yr = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    yr = yr.transpose(1, 2).reshape(ya.shape)
+    yr.backward(ga)
+    for a, b in [(ya, yr), (qkv.grad, qr.grad)]:
+        err = max(err, (a - b).abs().max().item() / (b.abs().max().item() + 1e-30))
+    bits = [ya.detach().flatten().tolist(), qkv.grad.flatten().tolist()]
     print(json.dumps({"selected": blas.selected(), "err": err, "bits": bits}))
 """)
 
@@ -68,8 +77,8 @@ def test_mkl_when_asked():
 
 def test_openblas_when_asked():
     """OpenBLAS at 1, 2 and 3 threads (with more than one, the large GEMMs are split over the
-    OpenMP threads): torch's results to float32 rounding; attention's batched products give the
-    same bits at every thread count."""
+    OpenMP threads): torch's results to float32 rounding; the attention core's batched products
+    give the same bits at every thread count."""
     assert blas.openblas_library() is not None, "numpy's OpenBLAS not found (make install has numpy)"
     runs = [_run("openblas", threads) for threads in (1, 2, 3)]
     for r in runs:
