@@ -149,11 +149,17 @@ def components_table(sec: dict) -> str:
     return _table(head, out) + ("\n\n" + "\n".join(notes) if notes else "")
 
 
+def _has_fused_mkl(rows: list) -> bool:
+    """Whether the GPT-2 run measured the fused model on MKL's GEMMs too (bench_gpt2's
+    torchclad_fused_mkl: only where torchclad picks another BLAS)."""
+    return any(r.get("impl") == "torchclad_fused_mkl" for r in rows)
+
+
 def gpt2_table(sec: dict) -> str:
     rows = sec.get("rows", [])
     idx = _by(rows, "case", "impl")
     impls = ["eager", "torchclad", "torchclad_fused", "compile"]
-    mkl = any(x.get("impl") == "torchclad_fused_mkl" for x in rows)
+    mkl = _has_fused_mkl(rows)
     out = []
     for case in sec.get("cases", []):
         r = {i: idx.get((case, i)) for i in impls + ["torchclad_fused_mkl"]}
@@ -184,7 +190,7 @@ def gemm_floor_table(sec: dict) -> str:
     floors = sec.get("gemm_floor") or {}
     idx = _by(sec.get("rows", []), "case", "impl")
     impls = ["eager", "torchclad", "torchclad_fused", "compile"]
-    if any(x.get("impl") == "torchclad_fused_mkl" for x in sec.get("rows", [])):
+    if _has_fused_mkl(sec.get("rows", [])):
         impls.append("torchclad_fused_mkl")
     out = []
     for case in sec.get("cases", []):

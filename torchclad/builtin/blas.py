@@ -66,14 +66,14 @@ def choose() -> str:
     want = os.environ.get(_CHOICE, "auto").strip().lower()
     if want not in ("auto", "mkl", "openblas"):
         raise ValueError(f"{_CHOICE}={want!r}: expected 'mkl', 'openblas' or 'auto'")
-    if want == "mkl" or (want == "auto" and _vendor() != "AuthenticAMD"):
+    if want == "auto":
+        want = auto_choice()
+    if want == "mkl":
         return "mkl"
     lib = openblas_library()
     if lib is None:
-        if want == "openblas":
-            raise RuntimeError(f"{_CHOICE}=openblas, but numpy's OpenBLAS (numpy.libs/"
-                               "libscipy_openblas64_*.so) is not installed; pip install numpy")
-        return "mkl"
+        raise RuntimeError(f"{_CHOICE}=openblas, but numpy's OpenBLAS (numpy.libs/"
+                           "libscipy_openblas64_*.so) is not installed; pip install numpy")
     os.environ[_ENV] = lib
     return "openblas"
 
