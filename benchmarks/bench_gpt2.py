@@ -122,7 +122,12 @@ def run_all(models=MODELS, thread_counts=THREADS, impls=None, quick: bool = Fals
     }
     if write:
         order = [label(m, t) for t in THREADS for m in MODELS]
-        sec = bl.merged(SECTION, payload, ("case", "impl"), order, "cases")
+        # a run of every default implementation replaces its cases whole: a row it did not
+        # measure (torchclad_fused_mkl, measured on another CPU) must not stand beside its rows;
+        # an --impls run replaces only the rows it measured
+        whole = set(impls) >= set(default_impls())
+        sec = bl.merged(SECTION, payload, ("case",) if whole else ("case", "impl"), order,
+                        "cases")
         old = bl.load_results().get("sections", {}).get(SECTION) or {}
         sec["gemm_floor"] = {**old.get("gemm_floor", {}), **payload["gemm_floor"]}
         bl.update_section(SECTION, sec)

@@ -217,3 +217,23 @@ def test_long_sequence_gradcheck_forward_ad_and_double_backward():
     fn = builtin_ops.attention
     assert torch.autograd.gradcheck(fn, (qkv,), check_forward_ad=True)
     assert torch.autograd.gradgradcheck(fn, (qkv,))
+
+
+@pytest.mark.parametrize("hs", [7, 16, 37, 100])
+def test_head_sizes_through_every_column_chunk(hs):
+    """att @ v's diagonal blocks sum their columns in register chunks of 64, 32 and 16 and then
+    one at a time (matmul_tri_sum, forward and d v): head sizes 7 (single columns), 16, 37
+    (32 + 5) and 100 (64 + 32 + 4), over T = 40 (two full blocks of 16 rows and a part),
+    against the plain-torch reference and finite differences."""
+    torch.manual_seed(hs)
+    qkv = torch.randn(2, 40, 3, 2, hs, dtype=torch.float64, requires_grad=True)
+    ref = qkv.detach().clone().requires_grad_()
+    got = builtin_ops.attention(qkv)
+    want = _reference_attention(ref)
+    seed = torch.randn_like(want[0])
+    got[0].backward(seed)
+    want[0].backward(seed)
+    torch.testing.assert_close(got[0], want[0].detach())
+    torch.testing.assert_close(qkv.grad, ref.grad)
+    small = qkv.detach()[:1, :20].clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: builtin_ops.attention(x)[0], (small,))

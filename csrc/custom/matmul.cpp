@@ -127,16 +127,16 @@ void matmul_strided_adjoints_tri(const T* a, const T* b, int M, int N, int lda, 
         // above the diagonal would multiply a NaN in d out by them and carry it into rows of
         // d op(b) whose values that output never saw. op(b)[k, j] is b[k * ldb + j] (tb == 0:
         // attention's att @ v, a unit-stride row the loop vectorises) or b[j * ldb + k].
-        for (int i = r0; db != nullptr && i < r1; i++) {
+        // With tb == 0 row k of d b gets the sum over i in [k, r1) of alpha * a[i, k] * d out_i
+        // (matmul_tri_sum over a's column k).
+        for (int k = r0; db != nullptr && tb == 0 && k < r1; k++) {
+            matmul_tri_sum(db + static_cast<long>(k) * ldb, a + k, lda, dout, ldo, k, r1, N, alpha);
+        }
+        for (int i = r0; db != nullptr && tb != 0 && i < r1; i++) {
             const T* gi = dout + static_cast<long>(i) * ldo;
             for (int k = r0; k <= i; k++) {
                 const T s = alpha * a[static_cast<long>(i) * lda + k];
-                if (tb == 0) {
-                    T* dbk = db + static_cast<long>(k) * ldb;
-                    for (int j = 0; j < N; j++) dbk[j] += s * gi[j];
-                } else {
-                    for (int j = 0; j < N; j++) db[static_cast<long>(j) * ldb + k] += s * gi[j];
-                }
+                for (int j = 0; j < N; j++) db[static_cast<long>(j) * ldb + k] += s * gi[j];
             }
         }
     }
