@@ -223,7 +223,7 @@ def test_long_sequence_gradcheck_forward_ad_and_double_backward():
 def test_head_sizes_through_every_column_chunk(hs):
     """att @ v's diagonal blocks sum their columns in register chunks of 64, 32 and 16 and then
     one at a time (matmul_tri_sum, forward and d v): head sizes 7 (single columns), 16, 37
-    (32 + 5) and 100 (64 + 32 + 4), over T = 40 (two full blocks of 16 rows and a part),
+    (32 + 5) and 100 (64 + 32 + 4), over T = 40 (a full block of 32 rows and a part),
     against the plain-torch reference and finite differences."""
     torch.manual_seed(hs)
     qkv = torch.randn(2, 40, 3, 2, hs, dtype=torch.float64, requires_grad=True)
