@@ -220,7 +220,8 @@ inline int matmul_causal_cols(int r1, int N) { return r1 < N ? r1 : N; }
 // chunks of W columns (64, 32, 16, then one at a time) whose sums stay in registers over the k
 // loop and are then added to out: plain loops keeping the sum in out itself (a runtime count of
 // columns, out and b possibly aliased as far as g++ knows) ran at about 6 GFLOP/s at the demo
-// model's head size 32, one thread, and took 12% of its attention op's fwd+bwd (7% now).
+// model's head size 32, one thread, and took 12% of its attention op's fwd+bwd (7% in
+// registers, with the row blocks of 16 of that time).
 template <int W, typename T>
 void matmul_tri_chunk(T* out, const T* a, int as, const T* b, int ldb, int k0, int k1, T alpha) {
     T sum[W];
