@@ -56,39 +56,68 @@ void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, i
     if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, beta, db, ldb, fixed);
 }
 
-// d bias (OC) of matmul_forward: the column sums of d out (BT, OC), added in (assign: from
-// zero, never read). Each thread owns blocks of 64 columns and adds the rows in order: every
-// element is summed in the same order for any number of threads (the same bits), and the
-// assigning form gives the bits of the accumulating one into a zero d bias.
+// d bias (OC) of matmul_forward: the column sums of d out (BT, OC). The rows are cut into
+// blocks of MATMUL_BIAS_ROWS; a thread sums its blocks' rows in order into a partial row per
+// block, then the partials are added into d bias in block order. Blocks and order depend on
+// the shapes only, so every element is summed the same way for any number of threads (the
+// same bits). By rows, not by columns: a thread reads (and matmul_bias_adjoint_reset zeroes)
+// the rows of d out that the sweeps before it wrote on that thread (elementwise loops and the
+// GEMMs' splits hand the threads contiguous rows). Cut by columns, half the cache lines came
+// from the other core, and the stores that zero them waited for it: the reset of d out took
+// ~10x its one-thread time at two threads in the fused demo model (perf, AMD EPYC).
+constexpr int MATMUL_BIAS_ROWS = 64;
+
+// One block of rows [i0, i1) of d out into its partial p (OC): p = the rows' sum, in row
+// order; reset: each element of d out zeroed as it is read.
 template <typename T>
-void matmul_bias_adjoint(const T* dout, T* db, int BT, int OC, bool assign) {
-#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
-    for (int jb = 0; jb < OC; jb += 64) {
-        const int je = jb + 64 < OC ? jb + 64 : OC;
-        for (int j = jb; assign && j < je; j++) db[j] = T(0);
-        for (int i = 0; i < BT; i++) {
-            const T* g = dout + static_cast<long>(i) * OC;
-            for (int j = jb; j < je; j++) db[j] += g[j];
+void matmul_bias_block(T* dout, T* p, int i0, int i1, int OC, bool reset) {
+    for (int j = 0; j < OC; j++) p[j] = T(0);
+    for (int i = i0; i < i1; i++) {
+        T* g = dout + static_cast<long>(i) * OC;
+        for (int j = 0; j < OC; j++) p[j] += g[j];
+        for (int j = 0; reset && j < OC; j++) g[j] = T(0);
+    }
+}
+
+// db (OC) [+]= the column sums of d out, by blocks of rows (above); assign: db written, never
+// read, with the bits the accumulating form gives into a zero db; reset: d out zeroed (the
+// accumulating pullback ends with that: d out read once instead of twice).
+template <typename T>
+void matmul_bias_sums(T* dout, T* db, int BT, int OC, bool assign, bool reset) {
+    const int nblk = (BT + MATMUL_BIAS_ROWS - 1) / MATMUL_BIAS_ROWS;
+    static thread_local std::vector<T> part;  // kept: no allocation per call
+    if (part.size() < static_cast<size_t>(nblk) * OC) part.resize(static_cast<size_t>(nblk) * OC);
+    T* const pp = part.data();  // the caller's buffer (inside the region `part` is each thread's)
+#pragma omp parallel if (static_cast<long>(BT) * OC >= 32768)
+    {
+        #pragma omp for schedule(static)
+        for (int k = 0; k < nblk; k++) {
+            const int i0 = k * MATMUL_BIAS_ROWS;
+            const int i1 = i0 + MATMUL_BIAS_ROWS < BT ? i0 + MATMUL_BIAS_ROWS : BT;
+            matmul_bias_block(dout, pp + static_cast<long>(k) * OC, i0, i1, OC, reset);
+        }
+        #pragma omp for schedule(static)
+        for (int jb = 0; jb < OC; jb += 64) {
+            const int w = jb + 64 < OC ? 64 : OC - jb;
+            T s[64] = {};
+            for (int k = 0; k < nblk; k++) {
+                const T* q = pp + static_cast<long>(k) * OC + jb;
+                for (int j = 0; j < w; j++) s[j] += q[j];
+            }
+            for (int j = 0; j < w; j++) db[jb + j] = assign ? s[j] : db[jb + j] + s[j];
         }
     }
 }
 
-// matmul_bias_adjoint (accumulating) and the reset of d out that the accumulating pullback ends
-// with, in one pass: each element of d out is added into d bias and zeroed as it is read (the
-// same blocks and order, so the same bits as the two passes; d out read once instead of twice).
+template <typename T>
+void matmul_bias_adjoint(const T* dout, T* db, int BT, int OC, bool assign) {
+    matmul_bias_sums(const_cast<T*>(dout), db, BT, OC, assign, false);  // read only
+}
+
+// matmul_bias_adjoint (accumulating) and the reset of d out, in one pass.
 template <typename T>
 void matmul_bias_adjoint_reset(T* dout, T* db, int BT, int OC) {
-#pragma omp parallel for if (static_cast<long>(BT) * OC >= 32768)
-    for (int jb = 0; jb < OC; jb += 64) {
-        const int je = jb + 64 < OC ? jb + 64 : OC;
-        for (int i = 0; i < BT; i++) {
-            T* g = dout + static_cast<long>(i) * OC;
-            for (int j = jb; j < je; j++) {
-                db[j] += g[j];
-                g[j] = T(0);
-            }
-        }
-    }
+    matmul_bias_sums(dout, db, BT, OC, false, true);
 }
 
 // The same with a lower triangular a (tri, M == K; see matmul_strided_one): d a gets its lower
