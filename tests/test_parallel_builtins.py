@@ -126,10 +126,16 @@ def test_embedding_and_encoder_scatter(dtype):
 
 
 def test_linear_bias_gradient_bits():
-    """Matmul's bias sum (the custom derivative's own loop: partial sums by fixed blocks of 64
-    rows, added in block order) keeps its bits; 200 rows: three whole blocks and a part."""
-    m = tnn.Linear(64, 300)
-    x = _leaf(200, 64)
-    res = _bits(lambda: m(x), m.bias)
-    for other in res[1:]:
-        assert torch.equal(res[0][1], other[1])
+    """Matmul's bias sum (the custom derivative's own loop: partial sums by blocks of rows
+    fixed by the shape, added in block order) keeps its bits; 200 rows: three whole blocks of
+    64 and a part; 9000 rows: 64 blocks of 141 rows."""
+    for rows, features in ((200, 300), (9000, 40)):
+        m = tnn.Linear(64, features)
+        x = _leaf(rows, 64)
+        res = _bits(lambda: m(x), m.bias)
+        for other in res[1:]:
+            assert torch.equal(res[0][1], other[1])
+        seed = torch.linspace(-1, 1, rows * features).reshape(rows, features)  # _bits' seed
+        # every row counted once (a block missed or doubled is off by ~1): float32 rounding only
+        torch.testing.assert_close(res[0][1].double(), seed.double().sum(0), rtol=0,
+                                   atol=1e-6 * rows)

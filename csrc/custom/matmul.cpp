@@ -37,6 +37,7 @@
 //   matmul_strided_pullback_pushforward  the tangent of the pullback, by the product rule
 // all three through matmul_strided_adjoints below; matmul_forward's own three use it too.
 
+#include <memory>
 #include <vector>
 
 // The adjoint products of one GEMM of matmul_strided, added in (a null target is skipped;
@@ -57,15 +58,17 @@ void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, i
 }
 
 // d bias (OC) of matmul_forward: the column sums of d out (BT, OC). The rows are cut into
-// blocks of MATMUL_BIAS_ROWS; a thread sums its blocks' rows in order into a partial row per
-// block, then the partials are added into d bias in block order. Blocks and order depend on
-// the shapes only, so every element is summed the same way for any number of threads (the
+// blocks of at least MATMUL_BIAS_ROWS rows, at most MATMUL_BIAS_BLOCKS blocks (the partials
+// take at most that many rows of OC); a thread sums its blocks' rows in order into a partial
+// row per block, then the partials are added into d bias in block order. Blocks and order
+// depend on the shapes only, so every element is summed the same way for any number of threads (the
 // same bits). By rows, not by columns: a thread reads (and matmul_bias_adjoint_reset zeroes)
 // the rows of d out that the sweeps before it wrote on that thread (elementwise loops and the
 // GEMMs' splits hand the threads contiguous rows). Cut by columns, half the cache lines came
 // from the other core, and the stores that zero them waited for it: the reset of d out took
 // ~10x its one-thread time at two threads in the fused demo model (perf, AMD EPYC).
 constexpr int MATMUL_BIAS_ROWS = 64;
+constexpr int MATMUL_BIAS_BLOCKS = 64;
 
 // One block of rows [i0, i1) of d out into its partial p (OC): p = the rows' sum, in row
 // order; reset: each element of d out zeroed as it is read.
@@ -84,16 +87,18 @@ void matmul_bias_block(T* dout, T* p, int i0, int i1, int OC, bool reset) {
 // accumulating pullback ends with that: d out read once instead of twice).
 template <typename T>
 void matmul_bias_sums(T* dout, T* db, int BT, int OC, bool assign, bool reset) {
-    const int nblk = (BT + MATMUL_BIAS_ROWS - 1) / MATMUL_BIAS_ROWS;
-    static thread_local std::vector<T> part;  // kept: no allocation per call
-    if (part.size() < static_cast<size_t>(nblk) * OC) part.resize(static_cast<size_t>(nblk) * OC);
-    T* const pp = part.data();  // the caller's buffer (inside the region `part` is each thread's)
+    const int least = (BT + MATMUL_BIAS_BLOCKS - 1) / MATMUL_BIAS_BLOCKS;
+    const int rows = least > MATMUL_BIAS_ROWS ? least : MATMUL_BIAS_ROWS;
+    const int nblk = (BT + rows - 1) / rows;
+    // each block zeroes its own partial first: not initialised here
+    std::unique_ptr<T[]> part(new T[static_cast<size_t>(nblk) * OC]);
+    T* const pp = part.get();
 #pragma omp parallel if (static_cast<long>(BT) * OC >= 32768)
     {
         #pragma omp for schedule(static)
         for (int k = 0; k < nblk; k++) {
-            const int i0 = k * MATMUL_BIAS_ROWS;
-            const int i1 = i0 + MATMUL_BIAS_ROWS < BT ? i0 + MATMUL_BIAS_ROWS : BT;
+            const int i0 = k * rows;
+            const int i1 = i0 + rows < BT ? i0 + rows : BT;
             matmul_bias_block(dout, pp + static_cast<long>(k) * OC, i0, i1, OC, reset);
         }
         #pragma omp for schedule(static)
