@@ -20,9 +20,10 @@ RUN = textwrap.dedent("""
     loader.extension()
     torch.manual_seed(0)
     err = 0.0
-    # (rows, in, out, bias): 300 x 96 -> 200 splits its GEMMs over the threads; 17 x 33 -> 5 and
-    # 1 x 7 -> 3 stay one call; 64 x 1024 -> 16 has a long k and few columns; 40 x 64 -> 1000
-    # splits by rows of the weight's gradient
+    # (rows, in, out, bias): 300 x 96 -> 200 splits its forward GEMM over the threads, and its
+    # two backward products share them (matmul_gemm_pair: one each at 2 threads, one and one
+    # split in two at 3); 17 x 33 -> 5 and 1 x 7 -> 3 stay one call; 64 x 1024 -> 16 has a long
+    # k and few columns; 40 x 64 -> 1000 cuts the weight's gradient by rows
     for n, k, o, bias in [(300, 96, 200, True), (17, 33, 5, True), (1, 7, 3, False),
                           (64, 1024, 16, True), (40, 64, 1000, False)]:
         m = tnn.Linear(k, o, bias=bias)
