@@ -220,6 +220,28 @@ def test_struct_passed_by_reference_to_a_writing_callee():
     assert dx == pytest.approx(180 * 1.5 + 24, rel=1e-12)
 
 
+STRUCT_TEMPLATE = r"""
+template <typename T>
+struct Pair2 { T a; T b; long n; };
+// a helper the gradient does not need, over an instantiation of the template: lowered
+// with the rest of the unit (it crashed the frontend: the instantiation's fields were not
+// among its declaration's children)
+inline long count(const Pair2<float>& p) { return p.n; }
+double pair_template(double x) {
+    Pair2<double> p;
+    p.a = x;
+    p.b = x * x;
+    p.n = 2;
+    return p.a * p.b * p.n;
+}
+"""
+
+
+def test_struct_template_instantiation():
+    (dx,) = torchclad.gradient(STRUCT_TEMPLATE, "pair_template")(1.5)
+    assert dx == pytest.approx(6 * 1.5 * 1.5, rel=1e-12)      # d/dx 2 x^3
+
+
 def test_c_string_argument():
     g = torchclad.gradient("double f(double x, const char* s) { return s[0] == 'x' ? x * x : x; }",
                            "f", "x")

@@ -34,8 +34,9 @@ class Records(Scopes):
             if f.kind == K.CXX_METHOD and f.is_virtual_method():
                 self.err(where, f"'{name}' has virtual member functions; only non-virtual "
                                 "ones are supported")
-            if f.kind != K.FIELD_DECL:
-                continue
+        # the type's own fields: a class template's instantiation (`box<float>`) has none
+        # among its declaration's children
+        for f in t.get_fields():
             ft = f.type
             if ft.kind in (TK.POINTER, TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
                 self.err(where, f"'{name}' has a pointer or reference member '{f.spelling}'; "
