@@ -52,16 +52,19 @@ void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, i
                                   bool fixed, bool assign = false) {
     if (M <= 0 || N <= 0 || K <= 0) return;
     const T beta = assign ? T(0) : T(1);
-    // both products: they share the threads (matmul_gemm_pair), d b as in the two calls below
+    // d b^T (K, N) = a^T . d out when tb, else d b^T (N, K) = d out^T . a: column-major
+    // (m, n) = x (m, M) . y^T (M, n)
+    const int bm = tb != 0 ? K : N, bn = tb != 0 ? N : K;
+    const T* bx = tb != 0 ? a : dout;
+    const T* by = tb != 0 ? dout : a;
+    const int ldx = tb != 0 ? lda : ldo, ldy = tb != 0 ? ldo : lda;
+    // both products: they share the threads (matmul_gemm_pair)
     if (da != nullptr && db != nullptr && !fixed &&
         matmul_gemm_pair(tb == 0, false, K, M, N, b, ldb, dout, ldo, da, lda,
-                         false, true, tb != 0 ? K : N, tb != 0 ? N : K, M, tb != 0 ? a : dout,
-                         tb != 0 ? lda : ldo, tb != 0 ? dout : a, tb != 0 ? ldo : lda, db, ldb,
-                         alpha, beta))
+                         false, true, bm, bn, M, bx, ldx, by, ldy, db, ldb, alpha, beta))
         return;
     if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, beta, da, lda, fixed);
-    if (db != nullptr && tb != 0) matmul_gemm(false, true, K, N, M, alpha, a, lda, dout, ldo, beta, db, ldb, fixed);
-    if (db != nullptr && tb == 0) matmul_gemm(false, true, N, K, M, alpha, dout, ldo, a, lda, beta, db, ldb, fixed);
+    if (db != nullptr) matmul_gemm(false, true, bm, bn, M, alpha, bx, ldx, by, ldy, beta, db, ldb, fixed);
 }
 
 // d bias (OC) of matmul_forward: the column sums of d out (BT, OC). The rows are cut into
