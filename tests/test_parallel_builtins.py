@@ -139,3 +139,21 @@ def test_linear_bias_gradient_bits():
         # every row counted once (a block missed or doubled is off by ~1): float32 rounding only
         torch.testing.assert_close(res[0][1].double(), seed.double().sum(0), rtol=0,
                                    atol=1e-6 * rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_llama_layers(dtype):
+    """RMSNorm (its d weight is summed over rows: partial sums per fixed chunk), SiLU, SwiGLU
+    and rotary embedding keep their bits at 1, 2 and 3 threads."""
+    m = tnn.RMSNorm(200).to(dtype)
+    with torch.no_grad():
+        m.weight.normal_()
+    x = _leaf(37, 200, dtype=dtype)
+    _same(_bits(lambda: m(x), x, m.weight))
+    y = _leaf(10007, dtype=dtype)
+    _same(_bits(lambda: tnn.SiLU()(y), y))
+    z = _leaf(31, 2 * 70, dtype=dtype)
+    _same(_bits(lambda: tnn.SwiGLU()(z), z))
+    rope = tnn.RotaryEmbedding(16, max_seq_len=32, dtype=dtype)
+    q = _leaf(3, 29, 5, 16, dtype=dtype)
+    _same(_bits(lambda: rope(q), q))

@@ -13,32 +13,14 @@
 // iteration touches its own element).
 #include <cmath>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <torchclad/parallel.h>
 
-// The loops run in chunks of gelu_chunk(N) elements, one chunk per thread: consecutive
-// elements, each chunk starting at a multiple of 64. Every element is computed by the same
-// code path whatever the thread count (the vectorised loop and its scalar remainder split the
-// elements the same way when every chunk starts at a multiple of the vector width; libmvec's
-// vector erf/exp/tanh and libm's scalar ones may differ in the last bit), so gradients are
-// bit-identical across thread counts. One chunk per thread, not chunks of 64 dealt out in
-// turn: a thread's elements are the ones the loop before it (a GEMM split by rows) left in that
-// core's cache, and the threads do not share cache lines; dealt out by 64, the fused demo
-// model's GELU took 5-7x its one-thread time at two threads (perf, AMD EPYC).
-inline int gelu_chunk(int N) {
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-#else
-    const int threads = 1;
-#endif
-    const long per = (static_cast<long>(N) + threads - 1) / threads;
-    return per <= 64 ? 64 : static_cast<int>((per + 63) / 64 * 64);
-}
-
+// The loops run in chunks of torchclad::elementwise_chunk(N) elements, one chunk per thread,
+// each starting at a multiple of 64 (csrc/runtime/torchclad/parallel.h says why): the same
+// bits at every thread count, and each thread's elements where the loop before left them.
 template <typename T>
 void gelu_forward(T* out, const T* inp, int N) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -48,7 +30,7 @@ void gelu_forward(T* out, const T* inp, int N) {
 
 template <typename T>
 void gelu_erf_forward(T* out, const T* inp, int N) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         out[i] = T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));

@@ -17,12 +17,16 @@
 // true one is 0. It is written out in each loop (not a helper function): a loop-local value
 // the reverse sweep recomputes, where a call's result would be recorded on the tape element by
 // element. The loops are OpenMP-parallel; so are the generated reverse loops (every iteration
-// touches its own elements).
+// touches its own elements). SiLU's run in chunks of torchclad::elementwise_chunk(N), one per
+// thread, as GELU's do (the same bits at every thread count); a SwiGLU row runs whole on one
+// thread.
 #include <cmath>
+
+#include <torchclad/parallel.h>
 
 template <typename T>
 void silu_forward(T* out, const T* inp, int N) {
-    #pragma omp parallel for
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; i++) {
         T x = inp[i];
         T s = x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));

@@ -1,12 +1,12 @@
 template <typename T>
 void gelu_forward_pullback(T* out, const T* inp, int N, T* _d_inp, T* _d_out) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
         out[i] = T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + cube)));
     }
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -25,7 +25,7 @@ void gelu_forward_pullback(T* out, const T* inp, int N, T* _d_inp, T* _d_out) {
 
 template <typename T>
 void gelu_forward_reverse_forw(T* out, const T* inp, int N, torchclad::Tape& _tape) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -35,7 +35,7 @@ void gelu_forward_reverse_forw(T* out, const T* inp, int N, torchclad::Tape& _ta
 
 template <typename T>
 void gelu_forward_reverse_sweep(T* out, const T* inp, int N, T* _d_inp, T* _d_out, torchclad::Tape& _tape) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;
@@ -54,7 +54,7 @@ void gelu_forward_reverse_sweep(T* out, const T* inp, int N, T* _d_inp, T* _d_ou
 
 template <typename T>
 void gelu_forward_reverse_sweep_assign(T* out, const T* inp, int N, T* _d_inp, T* _d_out, torchclad::Tape& _tape) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; ++i) {
         T x = inp[i];
         T cube = T(0.044715) * x * x * x;

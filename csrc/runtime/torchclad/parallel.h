@@ -28,6 +28,9 @@
 //   from the thread count). Each chunk adds into its own zeroed copy; par_combine then adds
 //   the chunks' sums into the adjoint in chunk order. The result is the same bits for every
 //   number of threads: no atomics, no OpenMP reduction (whose combining order varies).
+//
+// elementwise_chunk -- the schedule of an elementwise loop whose bits must not depend on
+//   the thread count:  #pragma omp parallel for schedule(static, elementwise_chunk(N))
 #pragma once
 
 #include <cstddef>
@@ -179,6 +182,27 @@ void par_combine(T* dst, const T* parts, long k, long elements) {
     for (long j = 0; j < n; ++j)
       if (s[j] != T(0)) dst[lo + j] += s[j];
   }
+}
+
+// Chunk size of an elementwise parallel loop of n iterations: one chunk of consecutive
+// iterations per thread, each chunk starting at a multiple of 64. Then every element runs
+// through the same code path whatever the thread count: the vectorised loop and its scalar
+// remainder split the elements the same way when every chunk starts at a multiple of the
+// vector width, and libmvec's vector exp / erf / tanh and libm's scalar ones may differ in the
+// last bit (with the default schedule, N = 10007 at two threads put elements of SiLU in the
+// scalar remainder of one chunk that are vector lanes at one thread). One chunk per thread,
+// not chunks of 64 dealt out in turn: a thread's elements are the ones the loop before it (a
+// GEMM split by rows) left in that core's cache, and the threads share no cache line; dealt
+// out by 64, the fused demo model's GELU took 5-7x its one-thread time at two threads (perf,
+// AMD EPYC).
+inline int elementwise_chunk(long n) {
+#ifdef _OPENMP
+  const long threads = omp_get_max_threads();
+#else
+  const long threads = 1;
+#endif
+  const long per = (n + threads - 1) / threads;
+  return per <= 64 ? 64 : static_cast<int>((per + 63) / 64 * 64);
 }
 
 }  // namespace torchclad

@@ -1,6 +1,6 @@
 template <typename T>
 void gelu_forward_pushforward(T* out, const T* inp, int N, T* _d_out, const T* _d_inp) {
-    #pragma omp parallel for schedule(static, gelu_chunk(N))
+    #pragma omp parallel for schedule(static, torchclad::elementwise_chunk(N))
     for (int i = 0; i < N; ++i) {
         T _d_x = _d_inp[i];
         T x = inp[i];
