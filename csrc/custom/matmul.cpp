@@ -59,10 +59,13 @@ void matmul_strided_adjoints_gemm(const T* a, const T* b, int M, int N, int K, i
     const T* by = tb != 0 ? dout : a;
     const int ldx = tb != 0 ? lda : ldo, ldy = tb != 0 ? ldo : lda;
     // both products: they share the threads (matmul_gemm_pair)
-    if (da != nullptr && db != nullptr && !fixed &&
-        matmul_gemm_pair(tb == 0, false, K, M, N, b, ldb, dout, ldo, da, lda,
-                         false, true, bm, bn, M, bx, ldx, by, ldy, db, ldb, alpha, beta))
+    if (da != nullptr && db != nullptr && !fixed) {
+        matmul_gemm_pair(matmul_gemm_args<T>{tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo,
+                                             beta, da, lda},
+                         matmul_gemm_args<T>{false, true, bm, bn, M, alpha, bx, ldx, by, ldy,
+                                             beta, db, ldb});
         return;
+    }
     if (da != nullptr) matmul_gemm(tb == 0, false, K, M, N, alpha, b, ldb, dout, ldo, beta, da, lda, fixed);
     if (db != nullptr) matmul_gemm(false, true, bm, bn, M, alpha, bx, ldx, by, ldy, beta, db, ldb, fixed);
 }

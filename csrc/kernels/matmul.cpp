@@ -90,18 +90,19 @@ inline void matmul_other_call(const matmul_blas& other, bool ta, bool tb, long m
 constexpr long MATMUL_SPLIT_WORK = 1L << 20;
 constexpr long MATMUL_SPLIT_ALIGN = 16;
 
-// One GEMM of the other BLAS, column-major c (m x n) = alpha op(a) op(b) + beta c, as a list
-// of arguments, so that two can be handed to the threads together (matmul_gemm_pair).
+// One GEMM, column-major c (m x n) = alpha op(a) op(b) + beta c, as a list of arguments, so
+// that two can be handed to the threads together (matmul_gemm_pair).
+template <typename T>
 struct matmul_gemm_args {
     bool ta, tb;
     long m, n, k;
-    float alpha;
-    const float* a;
+    T alpha;
+    const T* a;
     long lda;
-    const float* b;
+    const T* b;
     long ldb;
-    float beta;
-    float* c;
+    T beta;
+    T* c;
     long ldc;
 };
 
@@ -109,7 +110,7 @@ struct matmul_gemm_args {
 // [j0, j1) of c need op(b)'s columns [j0, j1) only (b + j0 * ldb, or b + j0 when b is
 // transposed); the rows [i0, i1), op(a)'s rows (a + i0, or a + i0 * lda when transposed).
 // Blocks are multiples of MATMUL_SPLIT_ALIGN; a block past the end is empty.
-inline void matmul_gemm_block(const matmul_blas& other, const matmul_gemm_args& g,
+inline void matmul_gemm_block(const matmul_blas& other, const matmul_gemm_args<float>& g,
                               int parts, int p) {
     const bool by_cols = g.n >= g.m;
     const long side = by_cols ? g.n : g.m;
@@ -130,7 +131,7 @@ inline void matmul_gemm_block(const matmul_blas& other, const matmul_gemm_args& 
 }
 
 // How many blocks of MATMUL_SPLIT_ALIGN the longer side of c has, at most `threads`.
-inline int matmul_gemm_parts(const matmul_gemm_args& g, int threads) {
+inline int matmul_gemm_parts(const matmul_gemm_args<float>& g, int threads) {
     const long side = g.n >= g.m ? g.n : g.m;
     const long units = (side + MATMUL_SPLIT_ALIGN - 1) / MATMUL_SPLIT_ALIGN;
     return static_cast<int>(units < threads ? units : threads);
@@ -147,7 +148,7 @@ inline bool matmul_span_meets(const float* p, long rows, long cols, long ld, con
     return p < qe && q < pe;
 }
 
-inline bool matmul_gemm_writes_into(const matmul_gemm_args& w, const matmul_gemm_args& r) {
+inline bool matmul_gemm_writes_into(const matmul_gemm_args<float>& w, const matmul_gemm_args<float>& r) {
     return matmul_span_meets(w.c, w.m, w.n, w.ldc, r.c, r.m, r.n, r.ldc) ||
            matmul_span_meets(w.c, w.m, w.n, w.ldc, r.a, r.ta ? r.k : r.m, r.ta ? r.m : r.k,
                              r.lda) ||
@@ -155,12 +156,12 @@ inline bool matmul_gemm_writes_into(const matmul_gemm_args& w, const matmul_gemm
                              r.ldb);
 }
 
-inline bool matmul_gemm_overlap(const matmul_gemm_args& g1, const matmul_gemm_args& g2) {
+inline bool matmul_gemm_overlap(const matmul_gemm_args<float>& g1, const matmul_gemm_args<float>& g2) {
     return matmul_gemm_writes_into(g1, g2) || matmul_gemm_writes_into(g2, g1);
 }
 
 // Whether a GEMM is worth splitting over threads (as matmul_gemm decides).
-inline bool matmul_gemm_splits(const matmul_gemm_args& g) {
+inline bool matmul_gemm_splits(const matmul_gemm_args<float>& g) {
     return g.m * g.n * g.k >= MATMUL_SPLIT_WORK &&
            (g.m > MATMUL_SPLIT_ALIGN || g.n > MATMUL_SPLIT_ALIGN);
 }
@@ -171,7 +172,7 @@ inline bool matmul_gemm_splits(const matmul_gemm_args& g) {
 // and 3 blocks, 3% differed, small ones: the library picks its kernels by size), so, like
 // MKL's threads, the bits of a split GEMM may depend on the thread count.
 inline void matmul_gemm_split(const matmul_blas& other, int threads,
-                              const matmul_gemm_args& g) {
+                              const matmul_gemm_args<float>& g) {
     const int parts = matmul_gemm_parts(g, threads);
     #pragma omp parallel for num_threads(parts) schedule(static, 1)
     for (int p = 0; p < parts; p++) matmul_gemm_block(other, g, parts, p);
@@ -193,7 +194,7 @@ inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, float alpha, cons
 #else
         const int threads = 1;
 #endif
-        const matmul_gemm_args g{ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
+        const matmul_gemm_args<float> g{ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
         if (threads > 1 && matmul_gemm_splits(g)) {
             matmul_gemm_split(other, threads, g);
         } else {
@@ -212,7 +213,8 @@ inline void matmul_gemm(bool ta, bool tb, int m, int n, int k, double alpha, con
 }
 
 // g through matmul_gemm (its threads and its choice of BLAS).
-inline void matmul_gemm_run(const matmul_gemm_args& g) {
+template <typename T>
+void matmul_gemm_run(const matmul_gemm_args<T>& g) {
     matmul_gemm(g.ta, g.tb, static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k),
                 g.alpha, g.a, static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb), g.beta, g.c,
                 static_cast<int>(g.ldc));
@@ -228,7 +230,7 @@ inline void matmul_gemm_run(const matmul_gemm_args& g) {
 // matmul_gemm after the other. Measured (C++, numpy's OpenBLAS, AMD EPYC, 2 threads, the demo
 // model's four linear layers): both products 1.69-1.97x faster than one thread, against
 // 1.50-1.86x for each split in turn.
-inline void matmul_gemm_pair(const matmul_gemm_args& g1, const matmul_gemm_args& g2) {
+inline void matmul_gemm_pair(const matmul_gemm_args<float>& g1, const matmul_gemm_args<float>& g2) {
     const matmul_blas& other = matmul_other_blas();
 #ifdef _OPENMP
     const int threads = other.sgemm != nullptr && !omp_in_parallel() ? omp_get_max_threads() : 1;
@@ -250,23 +252,11 @@ inline void matmul_gemm_pair(const matmul_gemm_args& g1, const matmul_gemm_args&
     }
 }
 
-// The same for a caller generic in the element type (matmul_strided_adjoints_gemm): the two
-// products as (ta, tb, m, n, k, a, lda, b, ldb, c, ldc) each, one alpha and one beta. True when
-// done; the double GEMMs are MKL's, which threads each itself: false, the caller runs them.
-inline bool matmul_gemm_pair(bool ta1, bool tb1, int m1, int n1, int k1, const float* a1,
-                             int lda1, const float* b1, int ldb1, float* c1, int ldc1, bool ta2,
-                             bool tb2, int m2, int n2, int k2, const float* a2, int lda2,
-                             const float* b2, int ldb2, float* c2, int ldc2, float alpha,
-                             float beta) {
-    matmul_gemm_pair(matmul_gemm_args{ta1, tb1, m1, n1, k1, alpha, a1, lda1, b1, ldb1, beta, c1, ldc1},
-                     matmul_gemm_args{ta2, tb2, m2, n2, k2, alpha, a2, lda2, b2, ldb2, beta, c2, ldc2});
-    return true;
-}
-
-inline bool matmul_gemm_pair(bool, bool, int, int, int, const double*, int, const double*, int,
-                             double*, int, bool, bool, int, int, int, const double*, int,
-                             const double*, int, double*, int, double, double) {
-    return false;
+// The double GEMMs are MKL's, which threads each product itself: one after the other.
+inline void matmul_gemm_pair(const matmul_gemm_args<double>& g1,
+                             const matmul_gemm_args<double>& g2) {
+    matmul_gemm_run(g1);
+    matmul_gemm_run(g2);
 }
 
 // The strided, batched GEMM every product in the built-in kernels goes through (matmul_forward

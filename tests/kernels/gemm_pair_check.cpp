@@ -64,8 +64,8 @@ int main() {
 
     // disjoint outputs, accumulating: both products in parallel
     std::vector<float> c1(m * n, 1.0f), c2(m * n, -1.0f);
-    matmul_gemm_args g1{false, false, m, n, k, 1.0f, a1.data(), m, b1.data(), k, 1.0f, c1.data(), m};
-    matmul_gemm_args g2{false, false, m, n, k, 1.0f, a2.data(), m, b2.data(), k, 1.0f, c2.data(), m};
+    matmul_gemm_args<float> g1{false, false, m, n, k, 1.0f, a1.data(), m, b1.data(), k, 1.0f, c1.data(), m};
+    matmul_gemm_args<float> g2{false, false, m, n, k, 1.0f, a2.data(), m, b2.data(), k, 1.0f, c2.data(), m};
     expect(!matmul_gemm_overlap(g1, g2), "disjoint products reported overlapping");
     matmul_gemm_pair(g1, g2);
     std::vector<double> w1(m * n, 1.0), w2(m * n, -1.0);
@@ -89,8 +89,8 @@ int main() {
     // or the second would read c's old values (1000s, far off the right d)
     std::vector<float> cc(m * n, 1000.0f), b3(n * k), d(m * k, 0.0f);
     for (long i = 0; i < n * k; i++) b3[i] = float((i * 13) % 23) / 23 - 0.5f;
-    matmul_gemm_args h1{false, false, m, n, k, 1.0f, a1.data(), m, b1.data(), k, 0.0f, cc.data(), m};
-    matmul_gemm_args h2{false, false, m, k, n, 1.0f, cc.data(), m, b3.data(), n, 0.0f, d.data(), m};
+    matmul_gemm_args<float> h1{false, false, m, n, k, 1.0f, a1.data(), m, b1.data(), k, 0.0f, cc.data(), m};
+    matmul_gemm_args<float> h2{false, false, m, k, n, 1.0f, cc.data(), m, b3.data(), n, 0.0f, d.data(), m};
     expect(matmul_gemm_overlap(h1, h2), "an input written by the other product not seen");
     matmul_gemm_pair(h1, h2);
     std::vector<double> wc(m * n, 0.0), wd(m * k, 0.0);
