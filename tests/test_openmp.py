@@ -420,6 +420,76 @@ def test_unrolled_gradients_are_exact_at_any_thread_count(C, ctype):
         want.reshape(-1))
 
 
+BLOCKED = textwrap.dedent("""
+    #include <algorithm>
+    // a row in blocks of 8 (the last one partial), one block an iteration, the block's end
+    // written three ways
+    void ends_local(double* out, const double* x, int N) {
+      #pragma omp parallel for
+      for (int b = 0; b < (N + 7) / 8; b++) {
+        int e = b * 8 + 8 < N ? b * 8 + 8 : N;
+        for (int i = b * 8; i < e; i++) out[i] = 3.0 * x[i] * x[i];
+      }
+    }
+    void ends_min(double* out, const double* x, int N) {
+      #pragma omp parallel for
+      for (int b = 0; b < (N + 7) / 8; b++)
+        for (int i = b * 8; i < std::min(b * 8 + 8, N); i++) out[i] = 3.0 * x[i] * x[i];
+    }
+    void ends_and(double* out, const double* x, int N) {
+      #pragma omp parallel for
+      for (int b = 0; b < (N + 7) / 8; b++)
+        for (int i = b * 8; i < b * 8 + 8 && i < N; i++) out[i] = 3.0 * x[i] * x[i];
+    }
+""")
+
+
+@pytest.mark.parametrize("name", ["ends_local", "ends_min", "ends_and"])
+def test_a_blocked_loop_keeps_the_reverse_parallel(name):
+    """`for (i = b * 8; i < end; i++)` with the block's end a `?:`, std::min or `&&` of the
+    block's bound and N: the inner counter is read as b * 8 plus a counter from 0 to at most
+    7 (the end is at most b * 8 + 8 on both sides of the ?:), so the blocks' elements are
+    disjoint: a parallel reverse with no tape and no partial sums for d x. With the block
+    reaching one element into the next (b * 8 + 9), or blocks of 8 that start 7 apart, two
+    iterations share an element: serial, with the reason."""
+    d, warned = _derive(BLOCKED, name, "x")
+    sweep = _sweep(d.code, name)
+    assert "#pragma omp parallel for" in sweep and not warned
+    assert "_tape." not in sweep and "par_combine" not in sweep
+    for bad in (BLOCKED.replace("b * 8 + 8", "b * 8 + 9"),
+                BLOCKED.replace("int i = b * 8;", "int i = b * 7;")):
+        d, warned = _derive(bad, name, "x")
+        assert "#pragma omp" not in _sweep(d.code, name)
+        assert len(warned) == 1 and "runs serially" in warned[0] and "never touch" in warned[0]
+
+
+@pytest.mark.parametrize("name", ["ends_local", "ends_min", "ends_and"])
+@pytest.mark.parametrize("N", [1, 8, 29])
+def test_blocked_gradients_are_exact_at_any_thread_count(name, N):
+    import torchclad
+
+    g = torchclad.gradient(BLOCKED, name, "x")
+    x = torch.linspace(-1.5, 2.0, N, dtype=torch.float64)
+    seed = torch.linspace(0.5, 1.5, N, dtype=torch.float64)
+    _exact_at_thread_counts(
+        lambda: g(torch.zeros(N, dtype=torch.float64), x, N, grad_outputs={"out": seed})[0],
+        6.0 * x * seed)
+
+
+def test_a_shared_adjoint_whose_counter_range_follows_the_parallel_one_gets_partial_sums():
+    """A triangular inner loop (`j < b`) reaches the parallel counter through its range only:
+    the engine tries to show the iterations' elements disjoint, cannot (x[0] is read by every
+    row), and gives d x partial sums, as for any shared adjoint."""
+    src = """void tri(double* out, const double* x, int N) {
+      #pragma omp parallel for
+      for (int b = 0; b < N; b++)
+        for (int j = 0; j < b; j++) out[b] += x[j] * x[j];
+    }"""
+    d, warned = _derive(src, "tri", "x")
+    sweep = _sweep(d.code, "tri")
+    assert "#pragma omp parallel for" in sweep and "par_combine" in sweep and not warned
+
+
 @pytest.mark.parametrize("src,reason", [
     ("""void f(double* y, const double* x, int n, int k) {
       #pragma omp parallel for

@@ -38,6 +38,16 @@ from .bounds import Bounds, Coord, add, const, frozen, mul, thawed  # noqa: F401
 _MINMAX = ("std::min", "std::max", "min", "max")
 
 
+def _union(a: list, b: list) -> list:
+    """The polynomials of a, then those of b, each once, at most four."""
+    out, seen = [], set()
+    for p in (*a, *b):
+        if frozen(p) not in seen:
+            seen.add(frozen(p))
+            out.append(p)
+    return out[:4]
+
+
 def key(v: ir.Var):
     """How the space names a variable: its uid, or its name for a generated one (uid 0)."""
     return v.uid if v.uid > 0 else ("g", v.name)
@@ -141,10 +151,11 @@ class Space(Bounds):
         return {(f,): 1}
 
     def _range(self, e) -> tuple:
-        """(lower, upper) polynomials of an integer expression; None for an unknown side."""
+        """(lower bounds, upper bounds) of an integer expression: two lists of polynomials,
+        each of which holds (empty: that side unknown)."""
         if isinstance(e, ir.Var) and key(e) in self.defs:
             got = self._through(key(e), self._range)
-            return got if got is not None else (None, None)
+            return got if got is not None else ([], [])
         if isinstance(e, ir.Cond):
             lt, ht = self._refined(e.then, e.cond, True)
             lo_, ho = self._refined(e.other, e.cond, False)
@@ -152,15 +163,18 @@ class Space(Bounds):
         if isinstance(e, ir.Call) and len(e.args) == 2 and ir.call_name(e.fn) in _MINMAX:
             (la, ha), (lb, hb) = self._range(e.args[0]), self._range(e.args[1])
             if ir.call_name(e.fn) in ("std::min", "min"):
-                return (self._pick(la, lb, False), ha if ha is not None else hb)
-            return (la if la is not None else lb, self._pick(ha, hb, True))
+                return (self._pick(la, lb, False), _union(ha, hb))   # min <= either
+            return (_union(la, lb), self._pick(ha, hb, True))
         if isinstance(e, (ir.Index, ir.Call)):
-            return (None, None)
+            return ([], [])
         p = self.poly(e)
-        return (p, p)
+        return ([], []) if p is None else ([p], [p])
 
     def _refined(self, e, cond, holds: bool) -> tuple:
-        """The range of e where `cond` holds (or not), when cond compares e itself."""
+        """The range of e where `cond` holds (or not): when cond compares e itself, the bound
+        the comparison gives comes first, then e's own (`b * 64 + 64 < N ? b * 64 + 64 : N`:
+        the first branch is at most N - 1 and at most b * 64 + 64, the second at most
+        b * 64 + 64)."""
         lo, hi = self._range(e)
         if isinstance(e, ir.Const) or not (isinstance(cond, ir.Binary) and
                                            cond.op in ("<", "<=", ">", ">=")):
@@ -176,20 +190,24 @@ class Space(Bounds):
         if not holds:
             op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
         if op in ("<", "<="):
-            hi = add(k, const(-1 if op == "<" else 0))
+            hi = _union([add(k, const(-1 if op == "<" else 0))], hi)
         else:
-            lo = add(k, const(1 if op == ">" else 0))
+            lo = _union([add(k, const(1 if op == ">" else 0))], lo)
         return lo, hi
 
-    def _pick(self, a, b, upper: bool) -> "dict | None":
-        """The larger (upper) or smaller of two bounds, when the engine can tell which."""
-        if a is None or b is None:
-            return None
-        if frozen(a) == frozen(b):
-            return a
-        small, large = (a, b) if self.at_most(a, b) else (b, a) if self.at_most(b, a) else \
-            (None, None)
-        return large if upper else small
+    def _pick(self, a: list, b: list, upper: bool) -> list:
+        """Bounds of the larger (upper) or the smaller of two values bounded by a and b: for
+        each pair of bounds, the one the engine can show is the larger (smaller)."""
+        out = []
+        for x in a:
+            for y in b:
+                if frozen(x) == frozen(y):
+                    out.append(x)
+                elif self.at_most(x, y):
+                    out.append(y if upper else x)
+                elif self.at_most(y, x):
+                    out.append(x if upper else y)
+        return _union(out, [])
 
     def _divide(self, x: dict, d: dict, op: str) -> "dict | None":
         if not d or any(f[0] != "a" for m in d for f in m):

@@ -18,6 +18,11 @@ from .. import ir
 # (frozen as sorted item tuples).
 
 
+#: Most bounds `Bounds.bounds` keeps of one polynomial, and most substitution steps it takes.
+_ALTERNATIVES = 4
+_STEPS = 256
+
+
 def const(n: int) -> dict:
     return {(): n} if n else {}
 
@@ -117,57 +122,100 @@ class Bounds:
                     out |= self.coords_in(thawed(f[1]))
         return out
 
+    def reaches(self, p: dict) -> set:
+        """The coordinates p changes with: those in it, and those the ranges of those (and of
+        the integers from data in it) mention, transitively."""
+        todo, out = [p], set()
+        while todo:
+            q = todo.pop()
+            for m in q:
+                for f in m:
+                    if f[0] == "c" and f[1] not in out:
+                        out.add(f[1])
+                        co = self.coords[f[1]]
+                        todo += [thawed(co.lo), thawed(co.hi)]
+                    elif f[0] in ("q", "r"):
+                        todo += [thawed(f[1]), thawed(f[2])]
+                    elif f[0] == "u" and f not in out:
+                        out.add(f)
+                        lo, hi = self._range(self.opaque[f])
+                        todo += [*lo, *hi]
+        return {u for u in out if not (isinstance(u, tuple) and u[:1] == ("u",))}
+
     # ------------------------------------------------------------------ bounds
     def bound(self, p: dict, upper: bool) -> "dict | None":
         """An upper (or lower) bound of p over every coordinate's range, free of coordinates;
-        None when the engine cannot bound it."""
-        p = dict(p)
-        for _ in range(64):
-            live = [(self._depth(f), repr(f), f) for m in p for f in m if self._depth(f) >= 0]
+        None when the engine cannot bound it. Of several bounds (`bounds`), one the engine can
+        show to be the tightest, else the first."""
+        got = self.bounds(p, upper)
+        if not got:
+            return None
+        best = got[0]
+        for q in got[1:]:
+            if self.at_most(q, best) if upper else self.at_most(best, q):
+                best = q
+        return best
+
+    def bounds(self, p: dict, upper: bool) -> list:
+        """Upper (or lower) bounds of p over every coordinate's range, free of coordinates:
+        every one holds. More than one when an integer computed from data is bounded in more
+        than one way (`min(b * 64 + 64, N)` is at most either); at most _ALTERNATIVES."""
+        todo, done, seen = [dict(p)], [], set()
+        for _ in range(_STEPS):
+            if not todo or len(done) >= _ALTERNATIVES:
+                break
+            q = todo.pop(0)
+            live = [(self._depth(f), repr(f), f) for m in q for f in m if self._depth(f) >= 0]
             if not live:
-                return p
+                if frozen(q) not in seen:
+                    seen.add(frozen(q))
+                    done.append(q)
+                continue
             f = max(live)[2]
-            out: dict = {}
-            for m, c in p.items():
+            outs: "list | None" = [{}]
+            for m, c in q.items():
                 if f not in m:
-                    out = add(out, {m: c})
+                    outs = [add(o, {m: c}) for o in outs]
                     continue
                 rest = list(m)
                 rest.remove(f)
                 if f in rest or any(self._depth(g) >= 0 for g in rest):
-                    return None        # a product of two changing factors
+                    outs = None        # a product of two changing factors
+                    break
                 self._rely(tuple(rest))
-                repl = self._factor_bound(f, c, tuple(rest), upper == (c > 0))
-                if repl is None:
-                    return None
-                out = add(out, repl)
-            p = out
-        return None
+                repl = self._factor_bounds(f, c, tuple(rest), upper == (c > 0))
+                if not repl:
+                    outs = None
+                    break
+                outs = [add(o, r) for o in outs for r in repl][:_ALTERNATIVES]
+            if outs is not None:
+                todo.extend(outs)
+        return done
 
-    def _factor_bound(self, f, c: int, rest: tuple, up: bool) -> "dict | None":
+    def _factor_bounds(self, f, c: int, rest: tuple, up: bool) -> list:
         """The monomial c * f * rest (rest invariant, non-negative) with f replaced by its
-        upper bound when `up`, by its lower bound otherwise."""
+        upper bound when `up`, by its lower bound otherwise (each bound the engine knows of
+        an integer from data)."""
         unit = {rest: 1}
         if f[0] == "c":
             co = self.coords[f[1]]
-            return mul(unit, add({}, thawed(co.hi if up else co.lo), c))
+            return [mul(unit, add({}, thawed(co.hi if up else co.lo), c))]
         if f[0] == "u":
-            b = self._range(self.opaque[f])[1 if up else 0]
-            return None if b is None else mul(unit, add({}, b, c))
+            return [mul(unit, add({}, b, c)) for b in self._range(self.opaque[f])[1 if up else 0]]
         x, d = thawed(f[1]), thawed(f[2])
         lx = self.bound(x, False)
         if lx is None or not self.nonneg(lx):
-            return None                # x / d truncates towards zero: need x >= 0
+            return []                  # x / d truncates towards zero: need x >= 0
         self._rely(d)
         if f[0] == "r":                # 0 <= x % d <= d - 1
-            return mul(unit, add({}, add(d, const(-1)), c)) if up else {}
+            return [mul(unit, add({}, add(d, const(-1)), c)) if up else {}]
         dn = d.get(()) if list(d) == [()] else None
         if dn is not None and c % dn == 0:
             # d * (x / d) lies in [x - (d - 1), x], and in [0, x]: the larger lower bound
             if up or self.nonneg(add(lx, const(1 - dn))):
-                return mul(unit, add({}, x if up else add(x, const(1 - dn)), c // dn))
-            return {}
-        return mul(unit, add({}, x, c)) if up else {}      # 0 <= x / d <= x
+                return [mul(unit, add({}, x if up else add(x, const(1 - dn)), c // dn))]
+            return [{}]
+        return [mul(unit, add({}, x, c)) if up else {}]      # 0 <= x / d <= x
 
     # ------------------------------------------------------------------ proofs
     def nonneg(self, p: dict, facts: tuple = ()) -> bool:
@@ -251,8 +299,8 @@ class Bounds:
     def at_most(self, p: dict, q: dict, facts: tuple = ()) -> bool:
         """p <= q for every value of the coordinates (bounding p above and q below)."""
         def ask():
-            up, lo = self.bound(p, True), self.bound(q, False)
-            return up is not None and lo is not None and self.nonneg(add(lo, up, -1), facts)
+            ups, los = self.bounds(p, True), self.bounds(q, False)
+            return any(self.nonneg(add(lo, up, -1), facts) for up in ups for lo in los)
         return self._question(ask)
 
     def _digits(self, p: dict) -> dict:
@@ -276,6 +324,17 @@ class Bounds:
         return self._question(lambda: self._meet(a, b, iters, facts))
 
     def _meet(self, a: dict, b: dict, iters: set, facts: tuple) -> bool:
+        """As read, else with the counters of blocks rebased (`_rebased`): a counter that
+        starts at a changing value is better read as it is when its range already keeps the
+        index within one digit (`for (s = t + 1; s < T; s++)` in a row of T)."""
+        if self._digits_meet(a, b, iters, facts):
+            return True
+        ra, rb = self._rebased(a), self._rebased(b)
+        if frozen(ra) == frozen(a) and frozen(rb) == frozen(b):
+            return False
+        return self._digits_meet(ra, rb, iters, facts)
+
+    def _digits_meet(self, a: dict, b: dict, iters: set, facts: tuple) -> bool:
         need = set(iters)
         for _ in range(16):
             if self.at_most(a, add(b, const(-1)), facts) or \
@@ -298,6 +357,44 @@ class Bounds:
             if u == w:
                 need.discard(u)
         return False
+
+    def _rebased(self, p: dict) -> dict:
+        """p with each counter whose loop starts at a value that changes with an outer counter
+        (`for (i = b * 64; i < e; i++)`) read as that start plus a counter of its own that
+        starts at 0 and runs to hi - lo (`i = b * 64 + j`, `0 <= j <= e - 1 - b * 64`): then
+        the blocks' counter is a digit of the index, the inner one the rest below it. Only
+        where the counter appears outside quotients and remainders, to the first power."""
+        for _ in range(8):
+            plain = {f[1] for m in p for f in m if f[0] == "c" and m.count(f) == 1}
+            inside = set()
+            for m in p:
+                for f in m:
+                    if f[0] in ("q", "r"):
+                        inside |= self.coords_in(thawed(f[1])) | self.coords_in(thawed(f[2]))
+                    elif f[0] == "c" and m.count(f) > 1:
+                        inside.add(f[1])
+            todo = [u for u in plain - inside
+                    if not isinstance(u, tuple) or u[:1] != ("rb",)
+                    if not self.invariant(thawed(self.coords[u].lo))]
+            if not todo:
+                return p
+            u = max(todo, key=lambda u: (self.coords[u].depth, repr(u)))
+            co = self.coords[u]
+            k = ("rb", u)
+            if k not in self.coords:
+                span = add(thawed(co.hi), thawed(co.lo), -1)
+                self.coords[k] = Coord((), frozen(span), co.step, co.depth)
+            start = add(thawed(co.lo), {(("c", k),): 1})
+            out: dict = {}
+            for m, c in p.items():
+                if ("c", u) not in m:
+                    out = add(out, {m: c})
+                    continue
+                rest = list(m)
+                rest.remove(("c", u))
+                out = add(out, mul({tuple(sorted(rest, key=repr)): c}, start))
+            p = out
+        return p
 
     def _peel(self, a, b, u, w, su, sw, facts):
         """The rests of a and b without the digit of coordinate u (in a) and w (in b), if the
@@ -322,9 +419,9 @@ class Bounds:
 
         def ask():
             for x, y in ((ra, rb), (rb, ra)):
-                up, lo = self.bound(x, True), self.bound(y, False)
-                if up is None or lo is None or \
-                        not self.nonneg(add(gap, add(up, lo, -1), -1), facts):
+                ups, los = self.bounds(x, True), self.bounds(y, False)
+                if not any(self.nonneg(add(gap, add(up, lo, -1), -1), facts)
+                           for up in ups for lo in los):
                     return False
             return True
         return (ra, rb) if self._question(ask) else None

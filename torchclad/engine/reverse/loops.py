@@ -3,7 +3,8 @@ positive integer literal (1 for `i++`), with i, lo and hi unchanged by the body;
 loop's `i + k < n` (k a literal, n signed) is read as `i < n - k`. Such a loop
 needs no iteration count on the tape: its reverse runs `for (i = hi; i-- > lo; )` (a step of
 one) or over the iteration numbers k = n-1 .. 0 with i = lo + k * c, and its counter is the
-reverse's own."""
+reverse's own. A blocked loop's bound may be `std::min(a, b)` / `std::max(a, b)`, and
+`i < a && i < b` is read as `i < (a < b ? a : b)`."""
 from __future__ import annotations
 
 import re
@@ -131,6 +132,30 @@ def _unrolled(c: ir.Binary, v: ir.Var, lo: ir.Expr) -> ir.Binary:
     return c
 
 
+def _below_both(c: ir.Binary, v: ir.Var) -> ir.Binary:
+    """`i < a && i < b` (`<=` on either side) as `i < (a < b ? a : b)` (with a + 1 for `<=`),
+    when a and b have one type; else c itself."""
+    if not (isinstance(c, ir.Binary) and c.op == "&&"):
+        return c
+    sides = []
+    for x in (c.lhs, c.rhs):
+        if not (isinstance(x, ir.Binary) and x.op in ("<", "<=") and
+                isinstance(x.lhs, ir.Var) and x.lhs.uid == v.uid):
+            return c
+        b = x.rhs if x.op == "<" else ir.Binary("+", x.rhs, ir.Const("1", ir.INT), x.rhs.type)
+        sides.append(b)
+    a, b = sides
+    if a.type != b.type:
+        return c
+    hi = ir.Cond(ir.Binary("<", a, b, ir.BOOL), a, b, a.type)
+    return ir.Binary("<", c.lhs.lhs, hi, ir.BOOL)
+
+
+def _bound_call(x: ir.Call) -> bool:
+    """std::min / std::max of two values: a pure call a loop bound may make."""
+    return not x.user and len(x.args) == 2 and ir.call_name(x.fn) in ("std::min", "std::max")
+
+
 def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
     """for (int i = lo; i < hi; i += c) with i, lo, hi unchanged by the body."""
     if len(s.init) != 1 or len(s.inc) != 1 or s.cond is None:
@@ -148,7 +173,7 @@ def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
         return None
     up = inc.op == "+="
     if up:
-        c = _unrolled(c, v, d.init)
+        c = _unrolled(_below_both(c, v), v, d.init)
     if not (isinstance(c.lhs, ir.Var) and c.lhs.uid == v.uid):
         return None
     if up and c.op not in ("<", "<="):
@@ -187,7 +212,7 @@ def canonical(s: ir.Loop, rv) -> "CanonLoop | None":
                 r = ir.root_var(x)
                 if r is not None and rv.al.roots.get(r.uid, r).uid in body_writes_mem:
                     return None
-            if isinstance(x, ir.Call):
+            if isinstance(x, ir.Call) and not _bound_call(x):
                 return None
     if v.uid in body_writes_vars:
         return None

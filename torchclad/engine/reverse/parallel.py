@@ -383,8 +383,12 @@ def _array(sp: Space, root: str, accs: list, iters: set, primal_of: dict) -> "Pa
                           "an index the engine cannot bound (it depends on values loaded "
                           "from memory or changed in the loop)" + _line(a.loc))
         polys.append(el[1])
-    shared = [not (sp.coords_in(p) & iters) for p in polys]
-    if all(shared) and all(a.how == "acc" for a in accs):
+    # only added into at indices free of the parallel counters: partial sums, unless a
+    # counter in them has a range that follows a parallel one (`for (i = b * 64; i < e; i++)
+    # d x[i] += ...`) and the engine shows the iterations' elements disjoint
+    added = all(a.how == "acc" for a in accs) and \
+        not any(sp.coords_in(p) & iters for p in polys)
+    if added and not any(sp.reaches(p) & iters for p in polys):
         return _partial(sp, root, accs, polys, primal_of)
     facts_of = [sp.facts(set(a.coords)) for a in accs]
     for i, a in enumerate(accs):
@@ -394,6 +398,8 @@ def _array(sp: Space, root: str, accs: list, iters: set, primal_of: dict) -> "Pa
                 continue
             facts = tuple(sorted(set(facts_of[i]) | set(facts_of[j]), key=repr))
             if not sp.meet_only_within(polys[i], polys[j], iters, facts):
+                if added:
+                    return _partial(sp, root, accs, polys, primal_of)
                 other = "" if i == j else f" and {_verb(b)} at '{spell(b.target)}'"
                 raise _Serial(f"{_what(root, primal_of)} is {_verb(a)} at "
                               f"'{spell(a.target)}'{other}{_line(a.loc)}: the engine cannot "
