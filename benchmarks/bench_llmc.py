@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -240,8 +241,11 @@ def llmc_macros(llmc: Path) -> str:
 PRELUDE = "#include <math.h>\n#include <stddef.h>\n"
 
 
-def generate(case: LCase, fns: dict, macros: str, out_dir: Path) -> tuple[Path, float]:
-    from torchclad.engine import differentiate
+def generate(case: LCase, fns: dict, macros: str, out_dir: Path) -> tuple[Path, float, dict]:
+    """(the program's translation unit, the engine's seconds, what became of the forward's
+    OpenMP pragmas: ``pragmas`` in llm.c's functions, ``parallel_sweeps`` -- parallel loops
+    in the generated reverse sweeps --, and the engine's ``warnings`` about them)."""
+    from torchclad.engine import ParallelWarning, differentiate
 
     missing = [f for f in case.forward + case.backward if f not in fns]
     if missing:
@@ -249,13 +253,22 @@ def generate(case: LCase, fns: dict, macros: str, out_dir: Path) -> tuple[Path, 
     src = PRELUDE + macros + "\n\n" + "\n\n".join(fns[f] for f in reversed(case.forward)) + \
         case.glue
     t0 = time.perf_counter()
-    d = differentiate(src, case.request or case.forward[0], list(case.wrt),
-                      filename="train_gpt2.c")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ParallelWarning)
+        d = differentiate(src, case.request or case.forward[0], list(case.wrt),
+                          filename="train_gpt2.c")
     seconds = time.perf_counter() - t0
+    tu = d.translation_unit()
+    sweeps = re.findall(r"\n\S[^\n]*_reverse_sweep\((?:.|\n)*?\n}", tu)
+    omp = {"pragmas": sum(len(re.findall(r"#pragma omp parallel", fns[f]))
+                          for f in case.forward),
+           "parallel_sweeps": sum(len(re.findall(r"#pragma omp parallel", b)) for b in sweeps),
+           "warnings": [str(w.message) for w in caught
+                        if issubclass(w.category, ParallelWarning)]}
     path = out_dir / f"{case.name}_generated.cpp"
-    path.write_text(d.translation_unit() + "\n// llm.c's backward, as written\n" +
+    path.write_text(tu + "\n// llm.c's backward, as written\n" +
                     "\n\n".join(fns[f] for f in case.backward) + "\n")
-    return path, seconds
+    return path, seconds, omp
 
 
 def build(case: LCase, tu: Path, out_dir: Path) -> tuple[Path, float]:
@@ -275,7 +288,8 @@ def run_case(case: LCase, fns: dict, macros: str, out_dir: Path, rounds: int,
 
     base = {"kernel": case.name, "label": case.label, "function": case.request or case.forward[0]}
     try:
-        tu, gen_s = generate(case, fns, macros, out_dir)
+        tu, gen_s, omp = generate(case, fns, macros, out_dir)
+        base["omp"] = omp
         exe, build_s = build(case, tu, out_dir)
         env = dict(os.environ, OMP_NUM_THREADS="1")
         proc = subprocess.run([str(exe), "--rounds", str(rounds), "--min-seconds", str(min_seconds),
@@ -288,7 +302,7 @@ def run_case(case: LCase, fns: dict, macros: str, out_dir: Path, rounds: int,
                            json.loads(proc.stdout), gen_s, build_s)
         target = TARGETS.get(case.name, DEFAULT_TARGET)
         r = row["min_ratios"]["sweep_over_hand"]
-        row.update(target=target, meets_target=None if r is None else r <= target)
+        row.update(target=target, meets_target=None if r is None else r <= target, omp=omp)
         return row
     except Exception as e:  # a broken case is a row, not the end of the suite
         return {**base, "status": "error", "reason": f"{type(e).__name__}: {e}"[-2000:]}
@@ -313,17 +327,25 @@ def run_all(llmc: Path, kernels=None, quick=False, keep=None) -> list:
 
 
 def table(rows: list) -> str:
-    lines = ["| kernel | generated sweep / llm.c backward | target | tape bytes | check |",
-             "|---|---|---|---|---|"]
+    lines = ["| kernel | generated sweep / llm.c backward | target | tape bytes | OpenMP "
+             "(forward pragmas / parallel loops in the sweeps, warnings) | check |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
+        omp = r.get("omp")
+        par = "" if omp is None else \
+            f"{omp['pragmas']} / {omp['parallel_sweeps']}, {len(omp['warnings'])}"
         if r.get("status") != "ok":
-            lines.append(f"| {r['label']} | {r['status']}: {r.get('reason', '')[:120]} | | | |")
+            lines.append(f"| {r['label']} | {r['status']}: {r.get('reason', '')[:120]} | | | "
+                         f"{par} | |")
             continue
         m = r["min_ratios"]["sweep_over_hand"]
         med = r["ratios"]["sweep_over_hand"]
         lines.append(f"| {r['label']} | {m:.2f} (median {med['median']:.2f}) | "
                      f"<= {r['target']} {'ok' if r['meets_target'] else 'MISSED'} | "
-                     f"{r['tape_bytes']} | {r['check']} |")
+                     f"{r['tape_bytes']} | {par} | {r['check']} |")
+    warned = [(r["label"], w) for r in rows for w in (r.get("omp") or {}).get("warnings", [])]
+    if warned:
+        lines += ["", "OpenMP warnings:"] + [f"- {k}: {w}" for k, w in warned]
     return "\n".join(lines)
 
 

@@ -490,6 +490,101 @@ def test_a_shared_adjoint_whose_counter_range_follows_the_parallel_one_gets_part
     assert "#pragma omp parallel for" in sweep and "par_combine" in sweep and not warned
 
 
+# a step held by a named constant, as llm.c's matmul_forward unrolls by LOOP_UNROLL
+NAMED_STEP = textwrap.dedent("""
+    void named_step(double* out, const double* x, const double* w, int N, int C) {
+      const int UNROLL = 4;
+      #pragma omp parallel for
+      for (int r = 0; r < N; r += UNROLL) {
+        for (int u = r; u < r + UNROLL && u < N; u++) {
+          double s = 0;
+          for (int i = 0; i < C; i++) s += x[u * C + i] * w[i];
+          out[u] = s * s;
+        }
+      }
+    }""")
+
+
+def test_a_step_in_a_named_constant_keeps_the_pragma():
+    """`r += UNROLL` with `const int UNROLL = 4` is a constant step: the reverse runs the
+    blocks in parallel (d w in partial sums), with no tape for the counter; a step the body
+    could change (the local assigned after its declaration) is refused, with the reason."""
+    d, warned = _derive(NAMED_STEP, "named_step", "x, w")
+    sweep = _sweep(d.code, "named_step")
+    assert not warned and "#pragma omp parallel for" in sweep and "par_combine" in sweep
+    assert "_tape.pop<int>" not in sweep
+    changed = NAMED_STEP.replace("const int UNROLL = 4;", "int UNROLL = 4; UNROLL += N % 2;")
+    d, warned = _derive(changed, "named_step", "x, w")
+    assert "#pragma omp" not in d.code
+    assert len(warned) == 1 and "not canonical" in warned[0]
+
+
+@pytest.mark.parametrize("N", [1, 4, 11])
+def test_named_step_gradients_are_exact_at_any_thread_count(N):
+    import torchclad
+
+    C = 5
+    g = torchclad.gradient(NAMED_STEP, "named_step", "x, w")
+    gen = torch.Generator().manual_seed(N)
+    x = torch.randn(N * C, dtype=torch.float64, generator=gen)
+    w = torch.randn(C, dtype=torch.float64, generator=gen)
+    seed = torch.linspace(0.5, 1.5, N, dtype=torch.float64)
+    xr, wr = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    ((xr.view(N, C) @ wr) ** 2 * seed).sum().backward()
+    for k, want in ((0, xr.grad), (1, wr.grad)):
+        _exact_at_thread_counts(
+            lambda: g(torch.zeros(N, dtype=torch.float64), x, w, N, C,
+                      grad_outputs={"out": seed})[k],
+            want)
+
+
+# a running max per row (its derivative goes to the element taken, engine/lastwrite.py), rows
+# of V values Vp apart, as llm.c's softmax reads its padded vocabulary
+ROW_MAX = textwrap.dedent("""
+    void row_max(double* out, const double* x, int N, int V, int Vp) {
+      #pragma omp parallel for
+      for (int n = 0; n < N; n++) {
+        const double* r = x + n * Vp;
+        double m = -1e300;
+        for (int i = 0; i < V; i++) if (r[i] > m) m = r[i];
+        double s = 0;
+        for (int i = 0; i < V; i++) s += r[i] * r[i];
+        out[n] = m * s;
+      }
+    }""")
+
+
+def test_a_running_max_keeps_the_reverse_parallel_under_a_tested_condition():
+    """The index of the element a row's max took is read as a value of its loop's counter,
+    0 <= _at < V; the rows' elements are disjoint when a row fits in its stride, Vp - V >= 0,
+    which the engine cannot know and tests before the loop (`if(...)`: serial otherwise)."""
+    d, warned = _derive(ROW_MAX, "row_max", "x")
+    sweep = _sweep(d.code, "row_max")
+    pragma = next(line for line in sweep.splitlines() if "#pragma omp parallel for" in line)
+    assert not warned and "par_combine" not in sweep
+    assert "(long)Vp - (long)V >= 0" in pragma, pragma
+
+
+@pytest.mark.parametrize("V,Vp", [(5, 5), (5, 8), (7, 4)])
+def test_running_max_gradients_are_exact_at_any_thread_count(V, Vp):
+    """Rows that fit their stride (the parallel reverse) and rows that overlap (V > Vp: the
+    condition fails and the same loop runs serially), against torch."""
+    import torchclad
+
+    N = 6
+    g = torchclad.gradient(ROW_MAX, "row_max", "x")
+    n_x = (N - 1) * Vp + V
+    x = torch.randn(n_x, dtype=torch.float64, generator=torch.Generator().manual_seed(V * Vp))
+    seed = torch.linspace(0.5, 1.5, N, dtype=torch.float64)
+    xr = x.clone().requires_grad_(True)
+    rows = torch.stack([xr[n * Vp:n * Vp + V] for n in range(N)])
+    (rows.max(dim=1).values * (rows * rows).sum(dim=1) * seed).sum().backward()
+    _exact_at_thread_counts(
+        lambda: g(torch.zeros(N, dtype=torch.float64), x, N, V, Vp,
+                  grad_outputs={"out": seed})[0],
+        xr.grad)
+
+
 @pytest.mark.parametrize("src,reason", [
     ("""void f(double* y, const double* x, int n, int k) {
       #pragma omp parallel for

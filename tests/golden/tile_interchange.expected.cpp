@@ -1,37 +1,25 @@
 void tile_interchange_pullback(double* y, const double* x, const double* w, int R, int K, int N, double* _d_y, double* _d_x, double* _d_w) {
-    torchclad::Tape _tape;
     const int TILE = 4;
-    {
-        int r0 = 0;
-        unsigned long _t0 = 0;
-        while (r0 < R) {
-            ++_t0;
-            for (int n = 0; n < N; ++n) {
-                double acc[4];
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        for (int n = 0; n < N; ++n) {
+            double acc[4];
+            for (int j = 0; j < TILE; ++j) {
+                acc[j] = 0.0;
+            }
+            for (int k = 0; k < K; ++k) {
+                double wk = w[n * K + k];
                 for (int j = 0; j < TILE; ++j) {
-                    acc[j] = 0.0;
-                }
-                for (int k = 0; k < K; ++k) {
-                    double wk = w[n * K + k];
-                    for (int j = 0; j < TILE; ++j) {
-                        int r = r0 + j;
-                        acc[j] += x[r * K + k] * wk;
-                    }
-                }
-                for (int j = 0; j < TILE; ++j) {
-                    y[(r0 + j) * N + n] = acc[j];
+                    int r = r0 + j;
+                    acc[j] += x[r * K + k] * wk;
                 }
             }
-            _tape.push(r0);
-            r0 += TILE;
+            for (int j = 0; j < TILE; ++j) {
+                y[(r0 + j) * N + n] = acc[j];
+            }
         }
-        _tape.push(_t0);
-        _tape.push(r0);
     }
-    {
-        int r0 = _tape.pop<int>();
-        for (unsigned long _t1 = _tape.pop<unsigned long>(); _t1; --_t1) {
-            r0 = _tape.pop<int>();
+    if (R > 0) {
+        for (int r0 = 0 + (R - 0 - 1) / 4 * 4; r0 >= 0; r0 -= 4) {
             for (int n = N; n-- > 0; ) {
                 double _d_acc[4] = {};
                 for (int j = TILE; j-- > 0; ) {
@@ -54,41 +42,30 @@ void tile_interchange_pullback(double* y, const double* x, const double* w, int 
 
 void tile_interchange_reverse_forw(double* y, const double* x, const double* w, int R, int K, int N, torchclad::Tape& _tape) {
     const int TILE = 4;
-    {
-        int r0 = 0;
-        unsigned long _t0 = 0;
-        while (r0 < R) {
-            ++_t0;
-            for (int n = 0; n < N; ++n) {
-                double acc[4];
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        for (int n = 0; n < N; ++n) {
+            double acc[4];
+            for (int j = 0; j < TILE; ++j) {
+                acc[j] = 0.0;
+            }
+            for (int k = 0; k < K; ++k) {
+                double wk = w[n * K + k];
                 for (int j = 0; j < TILE; ++j) {
-                    acc[j] = 0.0;
-                }
-                for (int k = 0; k < K; ++k) {
-                    double wk = w[n * K + k];
-                    for (int j = 0; j < TILE; ++j) {
-                        int r = r0 + j;
-                        acc[j] += x[r * K + k] * wk;
-                    }
-                }
-                for (int j = 0; j < TILE; ++j) {
-                    y[(r0 + j) * N + n] = acc[j];
+                    int r = r0 + j;
+                    acc[j] += x[r * K + k] * wk;
                 }
             }
-            _tape.push(r0);
-            r0 += TILE;
+            for (int j = 0; j < TILE; ++j) {
+                y[(r0 + j) * N + n] = acc[j];
+            }
         }
-        _tape.push(_t0);
-        _tape.push(r0);
     }
 }
 
 void tile_interchange_reverse_sweep(double* y, const double* x, const double* w, int R, int K, int N, double* _d_y, double* _d_x, double* _d_w, torchclad::Tape& _tape) {
     const int TILE = 4;
-    {
-        int r0 = _tape.pop<int>();
-        for (unsigned long _t0 = _tape.pop<unsigned long>(); _t0; --_t0) {
-            r0 = _tape.pop<int>();
+    if (R > 0) {
+        for (int r0 = 0 + (R - 0 - 1) / 4 * 4; r0 >= 0; r0 -= 4) {
             for (int n = N; n-- > 0; ) {
                 double _d_acc[4] = {};
                 for (int j = TILE; j-- > 0; ) {

@@ -10,9 +10,12 @@ top-level statement. The rewrites:
 - `do body while (c)` becomes `first = true; while (first || c) { first = false; body }`.
 - `v *= e` and `v /= e` on floating values become `v = v * (e)` and `v = v / (e)`.
 - a call to a user function nested inside a larger expression is hoisted into a local.
+- a loop step held by an integer local that only its literal initializer sets
+  (`const int UNROLL = 8; ... i += UNROLL`) is spelled as that literal (`literal_steps`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from . import ir, lastwrite, names, rewrite
@@ -57,6 +60,44 @@ def _direct(stmts, kind) -> bool:
     return False
 
 
+def literal_steps(body: ir.Block) -> ir.Block:
+    """body with a loop's step that an integer local holds (initialised with a positive
+    literal; nothing assigns it or takes its address) spelled as that literal:
+    `const int UNROLL = 8; ... i += UNROLL` as `i += 8` (llm.c's LOOP_UNROLL), so that the
+    loop is canonical (reverse/loops.py) and its pragma kept."""
+    assigned, taken, held = set(), set(), {}
+    for s in ir.walk_stmts(body):
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var):
+            assigned.add(s.target.uid)
+        for e in ir.stmt_exprs(s):
+            taken |= {x.operand.uid for x in ir.walk_expr(e) if isinstance(x, ir.Unary) and
+                      x.op == "&" and isinstance(x.operand, ir.Var)}
+        if isinstance(s, ir.Decl) and not s.var.type.real and not s.var.type.is_memory and \
+                not s.var.type.dims and not s.var.type.ref:
+            init = s.init.operand if isinstance(s.init, ir.Cast) and \
+                not s.init.operand.type.real else s.init
+            if isinstance(init, ir.Const) and re.fullmatch(r"[1-9]\d*[uUlL]*", init.text):
+                held[s.var.uid] = init
+    held = {u: c for u, c in held.items() if u not in assigned and u not in taken}
+    if not held:
+        return body
+
+    def stmt(s):
+        if isinstance(s, ir.Block):
+            return replace(s, stmts=tuple(stmt(x) for x in s.stmts))
+        if isinstance(s, ir.If):
+            return replace(s, then=stmt(s.then), other=stmt(s.other))
+        if isinstance(s, ir.Switch):
+            return replace(s, body=stmt(s.body))
+        if not isinstance(s, ir.Loop):
+            return s
+        inc = tuple(replace(a, value=held[a.value.uid])
+                    if isinstance(a, ir.Assign) and a.op in ("+=", "-=") and
+                    isinstance(a.value, ir.Var) and a.value.uid in held else a for a in s.inc)
+        return replace(s, inc=inc, body=stmt(s.body))
+    return stmt(body)
+
+
 class Normalizer:
     def __init__(self, fn: ir.Function):
         self.fn = fn
@@ -76,6 +117,7 @@ class Normalizer:
     # -------------------------------------------------------------- entry
     def run(self) -> ir.Function:
         body = self.simplify_ops(self.copy_moved_params(self.fn.body))
+        body = literal_steps(body)
         body = lastwrite.rewrite_block(body, self.var)
         returns = [s for s in ir.walk_stmts(body) if isinstance(s, ir.Return)]
         tail = bool(body.stmts) and isinstance(body.stmts[-1], ir.Return)

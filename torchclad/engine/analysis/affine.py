@@ -71,14 +71,24 @@ class Space(Bounds):
     divisors: dict = field(default_factory=dict)      # key -> ir.Var: atoms used as divisors
     used: set = field(default_factory=set)            # atoms an answer given relied on
     opaque: dict = field(default_factory=dict)        # ("u", n) -> integer from data (ir.Expr)
+    #: coordinates that hold one value of a loop's counter rather than count themselves (the
+    #: index of a running max, engine/lastwrite.py): read only where that loop ran, so their
+    #: range is not empty where an index reads them
+    taken: set = field(default_factory=set)
     _busy: set = field(default_factory=set)
     #: key -> key: a counter read through a narrower coordinate of its own (a branch guarded
     #: by a comparison of the counter, see reverse/parallel.py)
     alias: dict = field(default_factory=dict)
     _trail: "set | None" = None                       # atoms the current question relies on
+    #: invariant polynomials the answers given assume non-negative, checked at run time
+    #: (Bounds.assuming), and those the current question assumes
+    assumptions: list = field(default_factory=list)
+    _pending: "list | None" = None
+    _assume: bool = False
 
     def __post_init__(self):
         self._trail = self.used
+        self._pending = self.assumptions
 
     # ------------------------------------------------------------------ reading IR
     def poly(self, e) -> "dict | None":

@@ -107,8 +107,9 @@ def nest(asm, s: ir.Loop, p: tuple) -> "Nest | str":
         canon = asm.rv.canon.get(path)
         if canon is None:
             return ("the loop is not canonical: the engine needs `for (int i = a; i < b; "
-                    "i += c)` (or counting down), c a positive integer literal, with i, a "
-                    "and b unchanged in the body")
+                    "i += c)` (or counting down), c a positive integer literal or an integer "
+                    "local initialised with one and never assigned, with i, a and b "
+                    "unchanged in the body")
         if asm.rec.plan(path).saved:
             return "the loop's header declares locals the reverse needs saved"
         levels.append((loop, path, canon))
@@ -359,7 +360,7 @@ def _plan(asm, nt: Nest, body, path=None) -> tuple:
     refusal = ""
     for width in range(len(levels), 0, -1):
         iters = {key(lv.var) for lv in levels[:width]}
-        plan = parallel.analyse(body, levels, iters, defs, primal_of)
+        plan = parallel.analyse(body, levels, iters, defs, primal_of, parallel.taken(asm))
         clash = next((g for g in asm.overlaps if len(g & set(plan.private)) > 1), None) \
             if isinstance(plan, parallel.Plan) else None
         if clash is not None:

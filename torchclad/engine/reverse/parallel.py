@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ir, names
+from .. import ir, lastwrite, names
 from ..analysis.affine import Coord, Space, add, const, frozen, key
 from ..emit.cpp import spell
 
@@ -83,7 +83,7 @@ class _Scan:
     """One walk over the reverse body: its loops (coordinates), the locals it defines, and
     every access to adjoint memory or to variables declared outside it."""
 
-    def __init__(self, body, levels, outer_defs: dict, primal_of: dict):
+    def __init__(self, body, levels, outer_defs: dict, primal_of: dict, taken=None):
         self.primal_of = primal_of
         self.space = Space()
         for uid, init in outer_defs.items():
@@ -113,6 +113,8 @@ class _Scan:
         for s in body:
             self._decls(s, assigned)
         for s in body:
+            self._taken(s, taken or {}, assigned, len(levels))
+        for s in body:
             self._stmt(s, tuple(key(lv.var) for lv in levels))
 
     # ------------------------------------------------------------------ structure
@@ -132,6 +134,26 @@ class _Scan:
                 self.space.defs[key(x.var)] = x.init
             elif isinstance(x, ir.Decl) and key(x.var) in assigned:
                 self.space.varying.add(key(x.var))
+
+    def _taken(self, s, taken: dict, assigned: dict, depth: int):
+        """The index of a running max (uid -> its counter's range, `taken`) declared in the
+        body and not assigned there (the reverse pops it) is read as a coordinate over that
+        range, one deeper than the loops around its declaration."""
+        if isinstance(s, ir.Decl) and s.var.uid in taken and key(s.var) not in assigned:
+            first, last, step = taken[s.var.uid]
+            self.space.defs.pop(key(s.var), None)
+            self._coord(s.var, first, last, step, depth)
+            if key(s.var) in self.space.coords:
+                self.space.taken.add(key(s.var))
+        elif isinstance(s, ir.Loop):
+            for x in s.body.stmts:
+                self._taken(x, taken, assigned, depth + 1)
+        elif isinstance(s, ir.Block):
+            for x in s.stmts:
+                self._taken(x, taken, assigned, depth)
+        elif isinstance(s, ir.If):
+            for x in s.then.stmts + s.other.stmts:
+                self._taken(x, taken, assigned, depth)
 
     def _header(self, loop: ir.Loop, depth: int) -> "ir.Var | None":
         """Register a loop's counter as a coordinate when its header is one of the forms the
@@ -321,22 +343,33 @@ def _line(s) -> str:
     return f" (line {loc.line})" if loc is not None and loc.line else ""
 
 
-def scan(body, levels, outer_defs: dict, primal_of: dict) -> "_Scan | None":
+def taken(asm) -> dict:
+    """The ranges of the function's running-max indices (lastwrite.index_ranges), once per
+    function."""
+    got = getattr(asm.rv, "taken_ranges", None)
+    if got is None:
+        got = asm.rv.taken_ranges = lastwrite.index_ranges(asm.rv.fn.body)
+    return got
+
+
+def scan(body, levels, outer_defs: dict, primal_of: dict, taken=None) -> "_Scan | None":
     """The coordinates and adjoint accesses of the reverse of one iteration (`space`,
     `accesses`: root, target, how, alias), as `analyse` reads them; None where it refuses the
     body's form. For rows.py."""
     try:
-        return _Scan(body, levels, outer_defs, primal_of)
+        return _Scan(body, levels, outer_defs, primal_of, taken)
     except _Serial:
         return None
 
 
-def analyse(body, levels, iters: set, outer_defs: dict, primal_of: dict) -> "Plan | Refusal":
+def analyse(body, levels, iters: set, outer_defs: dict, primal_of: dict,
+            taken=None) -> "Plan | Refusal":
     """body: the reverse of one iteration; levels: the nest (outer first); iters: uids of the
     counters that run in parallel; outer_defs: uid -> initializer of integer and pointer
-    locals defined once before the loop; primal_of: adjoint name -> primal name."""
+    locals defined once before the loop; primal_of: adjoint name -> primal name; taken: uid
+    -> (first, last, step) of the indices of running maxima (lastwrite.index_ranges)."""
     try:
-        scan = _Scan(body, levels, outer_defs, primal_of)
+        scan = _Scan(body, levels, outer_defs, primal_of, taken)
     except _Serial as e:
         return Refusal(str(e))
     sp = scan.space
@@ -390,7 +423,9 @@ def _array(sp: Space, root: str, accs: list, iters: set, primal_of: dict) -> "Pa
         not any(sp.coords_in(p) & iters for p in polys)
     if added and not any(sp.reaches(p) & iters for p in polys):
         return _partial(sp, root, accs, polys, primal_of)
-    facts_of = [sp.facts(set(a.coords)) for a in accs]
+    # an index that reads a running max's index is read where its loop ran (see Space.taken)
+    facts_of = [sp.facts(set(a.coords) | (sp.coords_in(p) & sp.taken))
+                for a, p in zip(accs, polys)]
     for i, a in enumerate(accs):
         for j in range(i, len(accs)):
             b = accs[j]
@@ -400,6 +435,8 @@ def _array(sp: Space, root: str, accs: list, iters: set, primal_of: dict) -> "Pa
             if not sp.meet_only_within(polys[i], polys[j], iters, facts):
                 if added:
                     return _partial(sp, root, accs, polys, primal_of)
+                if sp.assuming(lambda: sp.meet_only_within(polys[i], polys[j], iters, facts)):
+                    continue           # the condition it took is tested before the loop
                 other = "" if i == j else f" and {_verb(b)} at '{spell(b.target)}'"
                 raise _Serial(f"{_what(root, primal_of)} is {_verb(a)} at "
                               f"'{spell(a.target)}'{other}{_line(a.loc)}: the engine cannot "

@@ -64,7 +64,7 @@ def owned(asm, body: list, levels: list, width: int, defs: dict, primal_of: dict
     levels: the nest (parallel.Level, outer first), width: how many run in parallel."""
     if any(lv.step != 1 for lv in levels):
         return {}
-    scan = parallel.scan(body, levels, defs, primal_of)
+    scan = parallel.scan(body, levels, defs, primal_of, parallel.taken(asm))
     if scan is None:
         return {}
     sp = scan.space
