@@ -327,18 +327,26 @@ def higher_order_table(sec: dict) -> str:
 
 
 def llmc_table(sec: dict) -> str:
-    """llm.c's kernels as written: generated sweep / llm.c's backward, minima and median."""
-    rows = []
+    """llm.c's kernels as written: generated sweep / llm.c's backward, minima and median, and
+    what became of the forward's OpenMP pragmas (runs before 2026-12-03 did not record it)."""
+    rows, warned = [], []
     for r in sec.get("rows", []):
+        omp = r.get("omp")
+        par = "–" if omp is None else \
+            f"{omp['pragmas']} / {omp['parallel_sweeps']} / {len(omp['warnings'])}"
+        label = r.get("label", r.get("kernel", "?"))
+        warned += [f"- {label}: {w}" for w in (omp or {}).get("warnings", [])]
         if r.get("status") != "ok":
-            rows.append([r.get("label", r.get("kernel", "?")), r.get("status", "?"), "", "", ""])
+            rows.append([label, r.get("status", "?"), "", "", "", par])
             continue
         m = r["min_ratios"]["sweep_over_hand"]
         ok = " ✓" if r.get("meets_target") else " ✗"
-        rows.append([r["label"], f"**{m:.2f}×**{ok}", _q(r["ratios"].get("sweep_over_hand")),
-                     f"≤ {r['target']}×", _tape(r.get("tape_bytes", 0))])
-    return _table(["kernel", "generated sweep / llm.c backward", "per-round median", "target",
-                   "tape"], rows)
+        rows.append([label, f"**{m:.2f}×**{ok}", _q(r["ratios"].get("sweep_over_hand")),
+                     f"≤ {r['target']}×", _tape(r.get("tape_bytes", 0)), par])
+    text = _table(["kernel", "generated sweep / llm.c backward", "per-round median", "target",
+                   "tape", "OpenMP: forward pragmas / parallel loops in the sweeps / warnings"],
+                  rows)
+    return text + ("\n\nThe engine's OpenMP warnings:\n" + "\n".join(warned) if warned else "")
 
 
 def _tape(n: int) -> str:

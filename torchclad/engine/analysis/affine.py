@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from .. import ir
 from .bounds import Bounds, Coord, add, const, frozen, mul, thawed  # noqa: F401 - re-exported
+from .conditions import Conditions
 
 _MINMAX = ("std::min", "std::max", "min", "max")
 
@@ -61,7 +62,7 @@ def _int_literal(c: ir.Const) -> "int | None":
 
 
 @dataclass
-class Space(Bounds):
+class Space(Bounds, Conditions):
     """The integers of one loop body: its coordinates, the locals it defines once, and the
     variables it changes otherwise (unknown)."""
     coords: dict = field(default_factory=dict)        # key -> Coord
@@ -81,7 +82,7 @@ class Space(Bounds):
     alias: dict = field(default_factory=dict)
     _trail: "set | None" = None                       # atoms the current question relies on
     #: invariant polynomials the answers given assume non-negative, checked at run time
-    #: (Bounds.assuming), and those the current question assumes
+    #: (Conditions.assuming), and those the current question assumes
     assumptions: list = field(default_factory=list)
     _pending: "list | None" = None
     _assume: bool = False

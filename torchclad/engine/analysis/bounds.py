@@ -353,39 +353,13 @@ class Bounds:
                         for step in [self._peel(a, b, u, w, da[u], db[w], facts)]
                         if step is not None), None)
             if got is None and self._assume:
-                got = self._assumed_peel(a, b, pairs, da, db, facts, iters)
+                got = self.assumed_peel(a, b, pairs, da, db, facts, iters)
             if got is None:
                 return False
             u, w, (a, b) = got
             if u == w:
                 need.discard(u)
         return False
-
-    def _assumed_peel(self, a, b, pairs, da, db, facts, iters):
-        """(u, w, step) of the digit pair whose peel holds under the simplest condition of
-        the atoms (fewest terms: the row of V in rows of Vp, Vp - V >= 0), that condition
-        pending; or None. A condition must be linear and free of the parallel loops' bounds:
-        one that holds only for few iterations (`N <= 1`) or for some remainders would hide,
-        behind a test that fails, a loop that should be reported."""
-        trips = set()
-        for u in iters:
-            if u in self.coords:
-                for q in (thawed(self.coords[u].lo), thawed(self.coords[u].hi)):
-                    trips |= {f for m in q for f in m}
-        best = None
-        for u, w in pairs:
-            need: list = []
-            step = self._peel(a, b, u, w, da[u], db[w], facts, need)
-            if step is None or any(len(m) > 1 or (m and m[0][0] != "a") or set(m) & trips
-                                   for q in need for m, _ in q):
-                continue
-            cost = sum(len(q) for q in need)
-            if best is None or cost < best[0]:
-                best = (cost, u, w, step, need)
-        if best is None:
-            return None
-        self._pending.extend(q for q in best[4] if q not in self._pending)
-        return best[1], best[2], best[3]
 
     def _rebased(self, p: dict) -> dict:
         """p with each counter whose loop starts at a value that changes with an outer counter
@@ -454,7 +428,7 @@ class Bounds:
                 fits = [add(gap, add(up, lo, -1), -1) for up in ups for lo in los]
                 if any(self.nonneg(q, facts) for q in fits):
                     continue
-                q = next((q for q in fits if self._checkable(q)), None) \
+                q = next((q for q in fits if self.checkable(q)), None) \
                     if assume is not None else None
                 if q is None:
                     return False
@@ -462,52 +436,3 @@ class Bounds:
                 assume.append(frozen(q))
             return True
         return (ra, rb) if self._question(ask) else None
-
-    def _checkable(self, p: dict) -> bool:
-        """p reads nothing but atoms (and their quotients), and some of them with a positive
-        coefficient: a condition the code can test before the loop and that some sizes meet
-        (a constant is not one: it failed already)."""
-        if not any(c > 0 and m for m, c in p.items()):
-            return False
-        return self._reads_atoms(p)
-
-    def _reads_atoms(self, p: dict) -> bool:
-        for m in p:
-            for f in m:
-                if f[0] in ("q", "r"):
-                    if not (self._reads_atoms(thawed(f[1])) and self._reads_atoms(thawed(f[2]))):
-                        return False
-                elif f[0] != "a":
-                    return False
-        return True
-
-    # ------------------------------------------------------------------ run-time assumptions
-    def require(self, p: dict) -> None:
-        """The caller relies on the atoms of p being non-negative (a size it allocates)."""
-        self._rely(p)
-
-    def assuming(self, ask):
-        """ask(), with the digit proofs allowed to assume what they cannot show: that the
-        part of an index below a digit fits in the digit's stride (a row of V elements taken
-        from rows Vp apart: Vp - V >= 0), a condition of the atoms that assumed() then lists,
-        to be tested at run time. For a question that failed without."""
-        saved, self._assume = self._assume, True
-        try:
-            return self._question(ask)
-        finally:
-            self._assume = saved
-
-    def assumed(self) -> list:
-        """The conditions the answers given rest on, as C++ conditions: every atom they
-        relied on >= 0 (>= 1 for a divisor), sorted by name, then the polynomials assumed
-        non-negative (`assuming`)."""
-        out = []
-        for k, v in sorted(self.atoms.items(), key=lambda kv: kv[1].name):
-            if k not in self.used:
-                continue
-            low = "1" if k in self.divisors else "0"
-            out.append(ir.Binary(">=", v, ir.Const(low, ir.INT), ir.BOOL))
-        for q in self.assumptions:
-            out.append(ir.Binary(">=", self.to_expr(thawed(q)), ir.Const("0", ir.LONG),
-                                 ir.BOOL))
-        return out
