@@ -346,7 +346,7 @@ def _line(s) -> str:
 def taken(asm) -> dict:
     """The ranges of the function's running-max indices (lastwrite.index_ranges), once per
     function."""
-    got = getattr(asm.rv, "taken_ranges", None)
+    got = asm.rv.taken_ranges
     if got is None:
         got = asm.rv.taken_ranges = lastwrite.index_ranges(asm.rv.fn.body)
     return got
