@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ir
 
 # A polynomial: {monomial: coefficient}; a monomial is a sorted tuple of factor keys (a key
 # repeats for a power). Factor keys: ("a", uid) an atom, ("c", uid) a coordinate,
