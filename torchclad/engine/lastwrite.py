@@ -14,8 +14,6 @@ memory nothing in the loop writes (the loop writes nothing but v).
 """
 from __future__ import annotations
 
-import re
-
 from . import ir, names, rewrite
 
 
@@ -98,45 +96,34 @@ def _last_write(s: ir.Loop, fresh) -> "list | None":
             ir.Decl(at, ir.Cast(ir.Const("0", ir.INT), at.type, "fn"), (), L), loop, after]
 
 
-def index_ranges(body: ir.Block) -> dict:
-    """uid of each `_at` index the rewrite made -> (first, last, step): the range of the
-    counter it copies, inclusive, from the loop's header (`for (i = lo; i < hi; i += s)`:
-    (lo, hi - 1, s); counting down, (hi, lo, s)). Wherever the index is read (after the loop,
-    under `if (_took)`) the loop ran and the index holds one value of its counter, so it lies
-    in that range and the range is not empty. Only headers of those forms, with a literal
-    step, and indices assigned nowhere else."""
+def index_loops(body: ir.Block) -> dict:
+    """uid of each `_at` index the rewrite made -> the loop whose counter it copies. Wherever
+    the index is read (after the loop, under `if (_took)`) the loop ran and the index holds
+    one value of its counter: it lies in the counter's range, and that range is not empty.
+    Only indices assigned nowhere else, of loops whose bound does not read their counter."""
     writes: dict = {}
     for s in ir.walk_stmts(body):
         if isinstance(s, ir.Assign) and isinstance(s.target, ir.Var):
             writes[s.target.uid] = writes.get(s.target.uid, 0) + 1
     out = {}
     for s in ir.walk_stmts(body):
-        got = _taken_index(s)
-        if got is not None and writes.get(got[0].uid) == 1:
-            out[got[0].uid] = got[1:]
+        at = _taken_index(s)
+        if at is not None and writes.get(at.uid) == 1:
+            out[at.uid] = s
     return out
 
 
-def _taken_index(s) -> "tuple | None":
-    """(the index, first, last, step) of a loop `_last_write` made, else None."""
-    if not isinstance(s, ir.Loop) or len(s.init) != 1 or len(s.inc) != 1 or \
+def _taken_index(s) -> "ir.Var | None":
+    """The index of a loop `_last_write` made, else None."""
+    if not isinstance(s, ir.Loop) or len(s.init) != 1 or s.cond is None or \
             len(s.body.stmts) != 1 or not isinstance(s.body.stmts[0], ir.If):
         return None
-    d, inc, c, then = s.init[0], s.inc[0], s.cond, s.body.stmts[0].then.stmts
-    if not (isinstance(d, ir.Decl) and d.init is not None and then and
-            isinstance(then[-1], ir.Assign) and isinstance(then[-1].target, ir.Var) and
+    d, then = s.init[0], s.body.stmts[0].then.stmts
+    if not (isinstance(d, ir.Decl) and then and isinstance(then[-1], ir.Assign) and
+            isinstance(then[-1].target, ir.Var) and
             then[-1].target.name.startswith(names.LAST_INDEX) and
-            isinstance(then[-1].value, ir.Var) and then[-1].value.uid == d.var.uid):
+            isinstance(then[-1].value, ir.Var) and then[-1].value.uid == d.var.uid and
+            d.var.uid not in ir.vars_in(s.cond.rhs if isinstance(s.cond, ir.Binary)
+                                        else s.cond)):
         return None
-    at, i = then[-1].target, d.var
-    if not (isinstance(inc, ir.Assign) and isinstance(inc.target, ir.Var) and
-            inc.target.uid == i.uid and isinstance(inc.value, ir.Const) and
-            re.fullmatch(r"[1-9]\d*", inc.value.text) and isinstance(c, ir.Binary) and
-            isinstance(c.lhs, ir.Var) and c.lhs.uid == i.uid and i.uid not in ir.vars_in(c.rhs)):
-        return None
-    step, one = int(inc.value.text), ir.Const("1", ir.INT)
-    if inc.op == "+=" and c.op in ("<", "<="):
-        return at, d.init, (ir.Binary("-", c.rhs, one, ir.INT) if c.op == "<" else c.rhs), step
-    if inc.op == "-=" and c.op in (">", ">="):
-        return at, (ir.Binary("+", c.rhs, one, ir.INT) if c.op == ">" else c.rhs), d.init, step
-    return None
+    return then[-1].target

@@ -15,11 +15,11 @@ top-level statement. The rewrites:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from . import ir, lastwrite, names, rewrite
 from .errors import DiffError
+from .reverse.loops import step_of
 
 TRUE = ir.Const("true", ir.BOOL)
 FALSE = ir.Const("false", ir.BOOL)
@@ -76,7 +76,7 @@ def literal_steps(body: ir.Block) -> ir.Block:
                 not s.var.type.dims and not s.var.type.ref:
             init = s.init.operand if isinstance(s.init, ir.Cast) and \
                 not s.init.operand.type.real else s.init
-            if isinstance(init, ir.Const) and re.fullmatch(r"[1-9]\d*[uUlL]*", init.text):
+            if step_of(init) is not None:
                 held[s.var.uid] = init
     held = {u: c for u, c in held.items() if u not in assigned and u not in taken}
     if not held:

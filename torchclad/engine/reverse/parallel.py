@@ -136,11 +136,14 @@ class _Scan:
                 self.space.varying.add(key(x.var))
 
     def _taken(self, s, taken: dict, assigned: dict, depth: int):
-        """The index of a running max (uid -> its counter's range, `taken`) declared in the
-        body and not assigned there (the reverse pops it) is read as a coordinate over that
-        range, one deeper than the loops around its declaration."""
-        if isinstance(s, ir.Decl) and s.var.uid in taken and key(s.var) not in assigned:
-            first, last, step = taken[s.var.uid]
+        """The index of a running max (uid -> the forward loop it copies a counter of,
+        `taken`) declared in the body and not assigned there (the reverse pops it) is read as
+        a coordinate over that counter's range, one deeper than the loops around its
+        declaration."""
+        got = counter_range(taken[s.var.uid]) if isinstance(s, ir.Decl) and \
+            s.var.uid in taken and key(s.var) not in assigned else None
+        if got is not None:
+            _, first, last, step = got
             self.space.defs.pop(key(s.var), None)
             self._coord(s.var, first, last, step, depth)
             if key(s.var) in self.space.coords:
@@ -158,33 +161,12 @@ class _Scan:
     def _header(self, loop: ir.Loop, depth: int) -> "ir.Var | None":
         """Register a loop's counter as a coordinate when its header is one of the forms the
         engine emits; return it."""
-        if len(loop.init) != 1 or not isinstance(loop.init[0], ir.Decl) or loop.cond is None:
+        got = counter_range(loop)
+        if got is None:
             return None
-        v, a = loop.init[0].var, loop.init[0].init
-        c = loop.cond
-        if a is None:
-            return None
-        same = lambda x: isinstance(x, ir.Var) and key(x) == key(v)
-        if ir.is_reversed_cond_of(c, {v.name}) and same(c.reads[0]) and not loop.inc:
-            self._coord(v, c.reads[1], ir.Binary("-", a, _one(), ir.INT), 1, depth)
-            return v
-        if not (isinstance(c, ir.Binary) and same(c.lhs) and len(loop.inc) == 1
-                and isinstance(loop.inc[0], ir.Assign) and same(loop.inc[0].target)):
-            return None
-        inc = loop.inc[0]
-        step = _literal(inc.value)
-        if step is None:
-            return None
-        b = c.rhs
-        if inc.op == "+=" and c.op in ("<", "<="):
-            hi = ir.Binary("-", b, _one(), ir.INT) if c.op == "<" else b
-            self._coord(v, a, hi, step, depth)
-            return v
-        if inc.op == "-=" and c.op in (">", ">="):
-            lo = ir.Binary("+", b, _one(), ir.INT) if c.op == ">" else b
-            self._coord(v, lo, a, step, depth)
-            return v
-        return None
+        v, first, last, step = got
+        self._coord(v, first, last, step, depth)
+        return v
 
     def _guarded(self, cond, then: ir.Block, coords: tuple) -> tuple:
         """The coordinates inside `if (cond) then`: a counter of an enclosing loop that cond
@@ -327,6 +309,34 @@ class _Scan:
                 self.scalar_other.add(x.name)
 
 
+def counter_range(loop: ir.Loop) -> "tuple | None":
+    """(counter, first, last, step) of a loop whose header is one of the forms the engine
+    emits -- `for (i = a; i < b; i += s)` (or `<=`), counting down with `-=` and `>` / `>=`,
+    the reverse's `for (i = b; i-- > a; )` -- the range inclusive, s a literal; else None."""
+    if len(loop.init) != 1 or not isinstance(loop.init[0], ir.Decl) or loop.cond is None:
+        return None
+    v, a = loop.init[0].var, loop.init[0].init
+    c = loop.cond
+    if a is None:
+        return None
+    same = lambda x: isinstance(x, ir.Var) and key(x) == key(v)
+    if ir.is_reversed_cond_of(c, {v.name}) and same(c.reads[0]) and not loop.inc:
+        return v, c.reads[1], ir.Binary("-", a, _one(), ir.INT), 1
+    if not (isinstance(c, ir.Binary) and same(c.lhs) and len(loop.inc) == 1
+            and isinstance(loop.inc[0], ir.Assign) and same(loop.inc[0].target)):
+        return None
+    inc = loop.inc[0]
+    step = _literal(inc.value)
+    if step is None:
+        return None
+    b = c.rhs
+    if inc.op == "+=" and c.op in ("<", "<="):
+        return v, a, (ir.Binary("-", b, _one(), ir.INT) if c.op == "<" else b), step
+    if inc.op == "-=" and c.op in (">", ">="):
+        return v, (ir.Binary("+", b, _one(), ir.INT) if c.op == ">" else b), a, step
+    return None
+
+
 def _one() -> ir.Const:
     return ir.Const("1", ir.INT)
 
@@ -344,11 +354,11 @@ def _line(s) -> str:
 
 
 def taken(asm) -> dict:
-    """The ranges of the function's running-max indices (lastwrite.index_ranges), once per
+    """The loops of the function's running-max indices (lastwrite.index_loops), once per
     function."""
-    got = asm.rv.taken_ranges
+    got = asm.rv.taken_loops
     if got is None:
-        got = asm.rv.taken_ranges = lastwrite.index_ranges(asm.rv.fn.body)
+        got = asm.rv.taken_loops = lastwrite.index_loops(asm.rv.fn.body)
     return got
 
 
@@ -367,7 +377,7 @@ def analyse(body, levels, iters: set, outer_defs: dict, primal_of: dict,
     """body: the reverse of one iteration; levels: the nest (outer first); iters: uids of the
     counters that run in parallel; outer_defs: uid -> initializer of integer and pointer
     locals defined once before the loop; primal_of: adjoint name -> primal name; taken: uid
-    -> (first, last, step) of the indices of running maxima (lastwrite.index_ranges)."""
+    of a running max's index -> the loop whose counter it copies (lastwrite.index_loops)."""
     try:
         scan = _Scan(body, levels, outer_defs, primal_of, taken)
     except _Serial as e:

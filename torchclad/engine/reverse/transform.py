@@ -44,7 +44,7 @@ class Reverse:
         self.checkpoints: dict = {}    # loop path -> checkpoint.Plan
         self.facts = Facts()
         self.derivative_reads: list = []   # (path, statement, keys it reads) of derivative code
-        self.taken_ranges = None           # running-max indices' ranges (parallel.taken)
+        self.taken_loops = None            # running-max indices -> their loops (parallel.taken)
         self.memory_writes: dict = {}      # (path, memory key) -> the target written
         self.seed = ir.Var(names.RESULT_ADJOINT, ir.Type(fn.ret.base, 0, False, (), True), 0)
         # an active scalar parameter that the body overwrites gets a local adjoint, added to
