@@ -1,6 +1,7 @@
 """llm.c's kernels as written: the engine's generated reverse sweeps vs llm.c's own backwards.
 
     python benchmarks/bench_llmc.py --llmc PATH/TO/llm.c [--quick] [--kernels gelu,softmax_ce]
+                                    [--threads 1,2]
     TORCHCLAD_LLMC=PATH pytest benchmarks/bench_llmc.py --benchmark-only -s
 
 PATH is a checkout of https://github.com/karpathy/llm.c; nothing of it is shipped or
@@ -13,11 +14,16 @@ written (``torchclad.engine.differentiate``), llm.c's backward of it, and a smal
 (below, our own code) driving both through ``benchmarks/reverse/harness.h``: the adjoints
 must agree with llm.c's backward (relative 1e-5 of the largest, else the kernel is not
 timed), then forward, llm.c backward, ``reverse_forw`` and ``reverse_sweep`` are timed,
-interleaved round by round, on one OpenMP thread, by the process CPU clock, built with the
-flags of the installed built-in kernels (``benchlib.kernel_build_flags``). Headline: the
-ratio of minima generated sweep / llm.c backward; targets: <= 1.3, and for softmax ->
-cross-entropy composed (differentiated as one function calling both) <= 3 against llm.c's
-fused ``crossentropy_softmax_backward``.
+interleaved round by round, built with the flags of the installed built-in kernels
+(``benchlib.kernel_build_flags``): on one OpenMP thread by the process CPU clock (per core), and
+at 2 threads by the wall clock (``--threads``), where the generated sweeps run the parallel
+loops the engine kept from the forward's pragmas. llm.c's own backwards are serial except
+``matmul_backward`` (each row records the ``#pragma omp`` count of the backward it is timed
+against, ``hand_pragmas``), so at 2 threads a ratio below 1 is the parallel sweep against a
+serial backward, as a user of llm.c's CPU code would get it. Headline: the ratio of minima
+generated sweep / llm.c backward; targets: <= 1.3, and for softmax -> cross-entropy composed
+(differentiated as one function calling both) <= 3 against llm.c's fused
+``crossentropy_softmax_backward``.
 
 Results: section ``llmc`` of ``benchmarks/results.json`` (with --write).
 """
@@ -40,6 +46,7 @@ import benchlib as bl
 SECTION = "llmc"
 TARGETS = {"softmax_ce": 3.0}
 DEFAULT_TARGET = 1.3
+THREADS = (1, 2)            # one thread (per core, CPU clock), then two (wall clock)
 ENV = "TORCHCLAD_LLMC"
 
 
@@ -265,6 +272,7 @@ def generate(case: LCase, fns: dict, macros: str, out_dir: Path) -> tuple[Path, 
            "parallel_sweeps": sum(len(re.findall(r"#pragma omp parallel", b)) for b in sweeps),
            "warnings": [str(w.message) for w in caught
                         if issubclass(w.category, ParallelWarning)]}
+    omp["hand_pragmas"] = sum(len(re.findall(r"#pragma omp", fns[f])) for f in case.backward)
     path = out_dir / f"{case.name}_generated.cpp"
     path.write_text(tu + "\n// llm.c's backward, as written\n" +
                     "\n\n".join(fns[f] for f in case.backward) + "\n")
@@ -282,16 +290,22 @@ def build(case: LCase, tu: Path, out_dir: Path) -> tuple[Path, float]:
     return exe, bl.compile_kernel_program(prog, exe, case.defines, case.name)
 
 
+def label(case: LCase, threads: int) -> str:
+    """The row label: the case, and the thread count when more than one."""
+    return case.label + (f" ({threads} threads)" if threads != 1 else "")
+
+
 def run_case(case: LCase, fns: dict, macros: str, out_dir: Path, rounds: int,
-             min_seconds: float) -> dict:
+             min_seconds: float, threads: int = 1) -> dict:
     import bench_reverse as br
 
-    base = {"kernel": case.name, "label": case.label, "function": case.request or case.forward[0]}
+    base = {"kernel": case.name, "label": label(case, threads),
+            "function": case.request or case.forward[0], "threads": threads}
     try:
         tu, gen_s, omp = generate(case, fns, macros, out_dir)
         base["omp"] = omp
         exe, build_s = build(case, tu, out_dir)
-        env = dict(os.environ, OMP_NUM_THREADS="1")
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         proc = subprocess.run([str(exe), "--rounds", str(rounds), "--min-seconds", str(min_seconds),
                                "--tol", str(case.tol)],
                               capture_output=True, text=True, timeout=3600, env=env)
@@ -299,7 +313,7 @@ def run_case(case: LCase, fns: dict, macros: str, out_dir: Path, rounds: int,
             return {**base, "status": "error",
                     "reason": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
         row = br.summarize(br.RevCase(case.name, base["function"], case.label),
-                           json.loads(proc.stdout), gen_s, build_s)
+                           json.loads(proc.stdout), gen_s, build_s, threads)
         target = TARGETS.get(case.name, DEFAULT_TARGET)
         r = row["min_ratios"]["sweep_over_hand"]
         row.update(target=target, meets_target=None if r is None else r <= target, omp=omp)
@@ -316,33 +330,46 @@ def llmc_path(arg: str | None) -> Path | None:
     return p if (p / "train_gpt2.c").is_file() else None
 
 
-def run_all(llmc: Path, kernels=None, quick=False, keep=None) -> list:
+def run_all(llmc: Path, kernels=None, quick=False, keep=None, thread_counts=THREADS) -> list:
     rounds, min_seconds = (5, 0.2) if quick else (20, 1.0)
     fns, macros = llmc_functions(llmc), llmc_macros(llmc)
     cases = [c for c in CASES if kernels is None or c.name in kernels]
     with tempfile.TemporaryDirectory(prefix="torchclad_bench_llmc_") as tmp:
         out_dir = Path(keep) if keep else Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
-        return [run_case(c, fns, macros, out_dir, rounds, min_seconds) for c in cases]
+        rows = []
+        for threads in thread_counts:
+            for c in cases:
+                rows.append(run_case(c, fns, macros, out_dir, rounds, min_seconds, threads))
+                print(f"  llmc: {row_line(rows[-1])}", flush=True)
+        return rows
+
+
+def _omp_cell(r: dict) -> str:
+    omp = r.get("omp")
+    if omp is None:
+        return ""
+    return (f"{omp['pragmas']} / {omp['parallel_sweeps']}, {len(omp['warnings'])}; "
+            f"{omp.get('hand_pragmas', '?')}")
+
+
+def row_line(r: dict) -> str:
+    """One row of :func:`table`."""
+    if r.get("status") != "ok":
+        return f"| {r['label']} | {r['status']}: {r.get('reason', '')[:120]} | | | {_omp_cell(r)} | |"
+    m = r["min_ratios"]["sweep_over_hand"]
+    med = r["ratios"]["sweep_over_hand"]
+    return (f"| {r['label']} | {m:.2f} (median {med['median']:.2f}) | "
+            f"<= {r['target']} {'ok' if r['meets_target'] else 'MISSED'} | "
+            f"{r['tape_bytes']} | {_omp_cell(r)} | {r['check']} |")
 
 
 def table(rows: list) -> str:
     lines = ["| kernel | generated sweep / llm.c backward | target | tape bytes | OpenMP "
-             "(forward pragmas / parallel loops in the sweeps, warnings) | check |",
+             "(forward pragmas / parallel loops in the sweeps, warnings; pragmas in llm.c's "
+             "backward) | check |",
              "|---|---|---|---|---|---|"]
-    for r in rows:
-        omp = r.get("omp")
-        par = "" if omp is None else \
-            f"{omp['pragmas']} / {omp['parallel_sweeps']}, {len(omp['warnings'])}"
-        if r.get("status") != "ok":
-            lines.append(f"| {r['label']} | {r['status']}: {r.get('reason', '')[:120]} | | | "
-                         f"{par} | |")
-            continue
-        m = r["min_ratios"]["sweep_over_hand"]
-        med = r["ratios"]["sweep_over_hand"]
-        lines.append(f"| {r['label']} | {m:.2f} (median {med['median']:.2f}) | "
-                     f"<= {r['target']} {'ok' if r['meets_target'] else 'MISSED'} | "
-                     f"{r['tape_bytes']} | {par} | {r['check']} |")
+    lines += [row_line(r) for r in rows]
     warned = [(r["label"], w) for r in rows for w in (r.get("omp") or {}).get("warnings", [])]
     if warned:
         lines += ["", "OpenMP warnings:"] + [f"- {k}: {w}" for k, w in warned]
@@ -355,6 +382,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default="")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--keep", default="")
+    ap.add_argument("--threads", default=",".join(map(str, THREADS)),
+                    help="OpenMP thread counts (default 1,2)")
     ap.add_argument("--write", action="store_true", help="record in benchmarks/results.json")
     args = ap.parse_args(argv)
     llmc = llmc_path(args.llmc)
@@ -363,7 +392,7 @@ def main(argv=None) -> int:
               "directory holding train_gpt2.c; nothing is downloaded)")
         return 0
     rows = run_all(llmc, [k for k in args.kernels.split(",") if k] or None, args.quick,
-                   args.keep or None)
+                   args.keep or None, [int(t) for t in args.threads.split(",") if t])
     print(table(rows))
     if args.write:
         bl.update_section(SECTION, {"machine": bl.machine_info(with_torch=False), "rows": rows})

@@ -327,25 +327,27 @@ def higher_order_table(sec: dict) -> str:
 
 
 def llmc_table(sec: dict) -> str:
-    """llm.c's kernels as written: generated sweep / llm.c's backward, minima and median, and
-    what became of the forward's OpenMP pragmas (runs before 2026-12-03 did not record it)."""
+    """llm.c's kernels as written: generated sweep / llm.c's backward, minima and median, what
+    became of the forward's OpenMP pragmas (runs before 2026-12-03 did not record it) and how
+    many llm.c's backward has."""
     rows, warned = [], []
     for r in sec.get("rows", []):
         omp = r.get("omp")
         par = "–" if omp is None else \
             f"{omp['pragmas']} / {omp['parallel_sweeps']} / {len(omp['warnings'])}"
+        hand = "–" if omp is None else str(omp.get("hand_pragmas", "–"))
         label = r.get("label", r.get("kernel", "?"))
         warned += [f"- {label}: {w}" for w in (omp or {}).get("warnings", [])]
         if r.get("status") != "ok":
-            rows.append([label, r.get("status", "?"), "", "", "", par])
+            rows.append([label, r.get("status", "?"), "", "", "", par, hand])
             continue
         m = r["min_ratios"]["sweep_over_hand"]
         ok = " ✓" if r.get("meets_target") else " ✗"
         rows.append([label, f"**{m:.2f}×**{ok}", _q(r["ratios"].get("sweep_over_hand")),
-                     f"≤ {r['target']}×", _tape(r.get("tape_bytes", 0)), par])
+                     f"≤ {r['target']}×", _tape(r.get("tape_bytes", 0)), par, hand])
     text = _table(["kernel", "generated sweep / llm.c backward", "per-round median", "target",
-                   "tape", "OpenMP: forward pragmas / parallel loops in the sweeps / warnings"],
-                  rows)
+                   "tape", "OpenMP: forward pragmas / parallel loops in the sweeps / warnings",
+                   "pragmas in llm.c's backward"], rows)
     return text + ("\n\nThe engine's OpenMP warnings:\n" + "\n".join(warned) if warned else "")
 
 
@@ -494,9 +496,11 @@ _INTROS = {
         "llm.c's kernels as written (`benchmarks/bench_llmc.py --llmc PATH --write`; "
         "`train_gpt2.c` is read from a checkout at run time, nothing of it is shipped): the "
         "engine's reverse sweep of each forward kernel against llm.c's own hand-written "
-        "backward, gradients checked equal first, one OpenMP thread, process CPU time, "
-        "calls interleaved round by round, compiled with the installed kernels' flags. "
-        "Softmax -> cross-entropy is the two forwards composed in one function, against "
+        "backward, gradients checked equal first, calls interleaved round by round, compiled "
+        "with the installed kernels' flags; at one OpenMP thread (process CPU time) and at two "
+        "(wall clock: the generated sweeps run the parallel loops the engine kept from the "
+        "forward's pragmas, while llm.c's backwards are serial except `matmul_backward`, "
+        "last column). Softmax -> cross-entropy is the two forwards composed in one function, against "
         "llm.c's fused `crossentropy_softmax_backward` (target ≤ 3×). Headline: ratio of "
         "minima; the per-round median beside it.",
     "libtorch":

@@ -181,10 +181,12 @@ def test_partial_sums_are_sized_by_the_work_of_an_iteration():
 
 
 def test_par_chunks_keeps_partial_sums_small_against_the_work(tmp_path):
-    """The runtime's chunk count: at most 16 and the trip count; at most 2^22 / elements; and
-    with the work of an iteration known, 2 k elements (zeroing and adding the partial sums)
-    within half of n * work -- the encoder of a small GPT-2 (16 rows of 64 x 128 values,
-    partial sums of 56 + 64 rows of 128) in 2 chunks instead of 16."""
+    """The runtime's chunk count: at most 16 and the trip count; at most 2^22 / elements, but
+    2 where one copy fits in 2^22 values (llm.c's matmul_forward at OC = 3072: a d weight of
+    768 x 3072); and with the work of an iteration known, 2 k elements (zeroing and adding the
+    partial sums) within half of n * work -- the encoder of a small GPT-2 (16 rows of 64 x 128
+    values, partial sums of 56 + 64 rows of 128) in 2 chunks instead of 16. A count either
+    limit cut is a power of two (7 -> 4, 3 -> 2)."""
     import subprocess
 
     from torchclad.toolchain.compiler import compiler, runtime_include_dir
@@ -199,13 +201,16 @@ def test_par_chunks_keeps_partial_sums_small_against_the_work(tmp_path):
                       torchclad::par_chunks(100, 1L << 20),
                       torchclad::par_chunks(16, (56 + 64) * 128, 64 * 128),
                       torchclad::par_chunks(1024, 256, 128), torchclad::par_chunks(3, 100, 1));
+          std::printf("%ld %ld %ld %ld\\n", torchclad::par_chunks(32, 3072 + 768L * 3072),
+                      torchclad::par_chunks(32, 768 + 768L * 768),
+                      torchclad::par_chunks(32, (1L << 22) + 1), torchclad::par_chunks(16, 1000, 750));
           return 0;
         }"""))
     exe = tmp_path / "chunks"
     subprocess.run([*compiler(), "-std=c++17", "-I", str(runtime_include_dir()), str(prog),
                     "-o", str(exe)], check=True, capture_output=True)
     got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
-    assert got == ["0", "5", "16", "4", "2", "16", "1"]
+    assert got == ["0", "5", "16", "4", "2", "16", "1", "2", "4", "1", "2"]
 
 
 def test_recording_forward_stays_parallel_with_per_iteration_records():

@@ -132,16 +132,24 @@ class IterRecords {
 
 // Number of chunks of a parallel reverse loop of n iterations whose partial sums hold
 // `elements` values per chunk: at most 16, fewer when n is smaller or the partial sums would
-// exceed 2^22 values. `work` (when the engine knows it, else 0): the innermost iterations
-// one iteration runs; then the chunks' partial sums, zeroed and added up once each (2 k
-// elements passes), stay within half of the loop's own n * work. Depends on the sizes only,
-// so the summation order does too.
+// exceed 2^22 values in all -- except that two chunks of up to 2^22 values each are allowed
+// (a loop that can use two threads does). `work` (when the engine knows it, else 0): the
+// innermost iterations one iteration runs; then the chunks' partial sums, zeroed and added up
+// once each (2 k elements passes), stay within half of the loop's own n * work. A count cut by
+// either limit is rounded down to a power of two, so that 2, 4 or 8 threads get equal shares
+// of the chunks (7 chunks at two threads ran 4 : 3, and held 7 copies for it). Depends on the
+// sizes only, so the summation order does too. Measured on llm.c's tiled matmul_forward
+// (benchmarks/bench_llmc.py, d weight of OC x C values summed over the rows), two threads: at
+// OC = 3072 the 2^22 limit gave one chunk, the sweep ran serially, 1.52x llm.c's parallel
+// backward; two chunks: 0.83x (0.71x -> 0.79x at one thread, for the copy). At OC = 768,
+// 4 chunks instead of 7: 1.20x -> 1.03x (8 chunks: 1.09x).
 inline long par_chunks(long n, long elements, long work = 0) {
   if (n <= 0) return 0;
-  long k = n < 16 ? n : 16;
+  const long most = n < 16 ? n : 16;
+  long k = most;
   if (elements > 0) {
     long cap = (1L << 22) / elements;
-    if (cap < 1) cap = 1;
+    if (cap < 2) cap = elements <= (1L << 22) ? 2 : 1;
     if (k > cap) k = cap;
     if (work > 0) {
       const double budget = static_cast<double>(n) * static_cast<double>(work) /
@@ -150,7 +158,10 @@ inline long par_chunks(long n, long elements, long work = 0) {
       if (k > w) k = w;
     }
   }
-  return k;
+  if (k == most) return k;
+  long p = 1;
+  while (p * 2 <= k) p *= 2;
+  return p;
 }
 
 // First iteration of chunk c of k chunks over n iterations (chunk c covers
