@@ -524,12 +524,32 @@ def test_a_step_in_a_named_constant_keeps_the_pragma():
     assert len(warned) == 1 and "not canonical" in warned[0]
 
 
+# the same step as a constant at namespace scope
+GLOBAL_STEP = "const int UNROLL = 4;\n" + NAMED_STEP.replace("  const int UNROLL = 4;\n", "")
+
+
+def test_a_step_in_a_namespace_scope_constant_keeps_the_pragma():
+    """`r += UNROLL` with `const int UNROLL = 4;` at namespace scope: the function reads a
+    local copy of the constant, declared first in its body, and the loop is canonical as with
+    the local; a global that is not const could change between calls and is refused."""
+    assert "const int UNROLL" not in GLOBAL_STEP.split("{", 1)[1]
+    d, warned = _derive(GLOBAL_STEP, "named_step", "x, w")
+    sweep = _sweep(d.code, "named_step")
+    assert not warned and "#pragma omp parallel for" in sweep and "par_combine" in sweep
+    assert sweep.split("{", 1)[1].lstrip().startswith("const int UNROLL = 4;"), sweep
+    d, warned = _derive(GLOBAL_STEP.replace("const int UNROLL", "int UNROLL"), "named_step",
+                        "x, w")
+    assert "#pragma omp" not in d.code
+    assert len(warned) == 1 and "not canonical" in warned[0]
+
+
+@pytest.mark.parametrize("source", [NAMED_STEP, GLOBAL_STEP], ids=["local", "global"])
 @pytest.mark.parametrize("N", [1, 4, 11])
-def test_named_step_gradients_are_exact_at_any_thread_count(N):
+def test_named_step_gradients_are_exact_at_any_thread_count(N, source):
     import torchclad
 
     C = 5
-    g = torchclad.gradient(NAMED_STEP, "named_step", "x, w")
+    g = torchclad.gradient(source, "named_step", "x, w")
     gen = torch.Generator().manual_seed(N)
     x = torch.randn(N * C, dtype=torch.float64, generator=gen)
     w = torch.randn(C, dtype=torch.float64, generator=gen)

@@ -12,6 +12,7 @@ from .. import ir, names
 from ..errors import DiffError, Loc
 from . import fence
 from .expressions import Expressions
+from .literals import literal
 from .records import Records
 from .parse import loc_of, parse, pragmas
 from .scope import K
@@ -55,6 +56,8 @@ class Lowerer(Statements, Expressions, Records):
                 body = self.block(ch)
         self.pop()
         self.check_pragmas_used(c)
+        if body is not None and self.constant_copies:
+            body = ir.Block(self.constant_decls() + body.stmts, body.loc)
         if body is None:
             self.err(c, f"'{c.spelling}' has no body in this source; define it here or give it "
                         "a custom derivative in namespace clad::custom_derivatives")
@@ -120,6 +123,23 @@ def function_name(c) -> str:
     return c.spelling
 
 
+def _integer_constant(c, t: ir.Type) -> "ir.Const | None":
+    """The literal a namespace-scope integer constant is initialised with (`const int UNROLL =
+    8;`, constexpr or static alike), as a Const of its type; None for anything else."""
+    if t.real or t.is_memory or t.dims or t.ref or not c.type.is_const_qualified():
+        return None
+    init = [ch for ch in c.get_children() if ch.kind != K.TYPE_REF]
+    while len(init) == 1 and init[0].kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+        init = list(init[0].get_children())
+    if len(init) != 1 or init[0].kind != K.INTEGER_LITERAL:
+        return None
+    try:
+        text = literal(init[0], False)
+    except DiffError:
+        return None
+    return ir.Const(text, ir.Type(t.base))
+
+
 def _collect(tu, filename: str) -> tuple[list, list, list]:
     """``(function definitions, custom derivatives, globals)`` of the main file."""
     fn_cursors, custom_cursors, global_cursors = [], [], []
@@ -178,10 +198,14 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
     declared.update({c.spelling: c for c in fn_cursors if c.kind != K.CXX_METHOD})
     globals_: dict = {}
     gl = Lowerer(filename, (), declared)
+    constants: dict = {}
     for g in global_cursors:
         t = gl.type_of(g.type, None)
         v = ir.Var(g.spelling, t, -len(globals_) - 1)
         globals_[g.spelling] = ir.Global(v)
+        value = _integer_constant(g, t)
+        if value is not None:
+            constants[v.uid] = value
     functions, customs, broken, signatures, bodies = {}, {}, {}, {}, {}
     for c in fn_cursors + custom_cursors:
         key = function_name(c)
@@ -192,12 +216,14 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
             continue
         lw = Lowerer(filename, template, declared)
         lw.globals = {n: g.var for n, g in globals_.items()}
+        lw.global_constants = constants
         lw.pragmas = marks
         if c in custom_cursors:
             customs[c.spelling] = lw.custom_function(c)
             if c.is_definition():      # forward mode may differentiate a custom derivative
                 body = Lowerer(filename, template, declared)
                 body.globals, body.pragmas = lw.globals, marks
+                body.global_constants = constants
                 try:
                     bodies[c.spelling] = body.function(c, custom=True)
                 except DiffError as e:

@@ -35,6 +35,10 @@ class Scopes:
         self.used_names: set = set()
         self.uid = 0
         self.globals: dict = {}
+        #: uid of a namespace-scope integer constant initialised with a literal -> that literal;
+        #: a function reading one reads a local copy of it instead (constant_copy)
+        self.global_constants: dict = {}
+        self.constant_copies: dict = {}   # uid of the global -> its local copy (ir.Var)
         self.pre: list | None = None      # side effects pulled out of the expression at hand
         self.pragmas: dict = {}           # line -> pragma text (omp / torchclad)
         self.n_inc = 0
@@ -168,7 +172,25 @@ class Scopes:
         for s in reversed(self.scopes):
             if key in s:
                 return s[key]
-        return self.globals.get(ref.spelling) if ref.kind == K.VAR_DECL else None
+        g = self.globals.get(ref.spelling) if ref.kind == K.VAR_DECL else None
+        if g is not None and g.uid in self.global_constants and g.name not in self.used_names:
+            return self.constant_copy(g)
+        return g
+
+    def constant_copy(self, g: ir.Var) -> ir.Var:
+        """The function's local copy of the global integer constant g (`const int UNROLL = 8;`
+        at namespace scope), declared at the top of its body (constant_decls): the analyses
+        then read its value as they read a local constant's (a loop step, a trip count), and
+        the generated code still spells its name."""
+        v = self.constant_copies.get(g.uid)
+        if v is None:
+            self.uid += 1
+            v = self.constant_copies[g.uid] = ir.Var(g.name, g.type, self.uid)
+        return v
+
+    def constant_decls(self) -> tuple:
+        """The declarations of the local copies constant_copy made, in the order first read."""
+        return tuple(ir.Decl(v, self.global_constants[u]) for u, v in self.constant_copies.items())
 
     def push(self):
         self.scopes.append({})

@@ -107,9 +107,9 @@ def nest(asm, s: ir.Loop, p: tuple) -> "Nest | str":
         canon = asm.rv.canon.get(path)
         if canon is None:
             return ("the loop is not canonical: the engine needs `for (int i = a; i < b; "
-                    "i += c)` (or counting down), c a positive integer literal or an integer "
-                    "local initialised with one and never assigned, with i, a and b "
-                    "unchanged in the body")
+                    "i += c)` (or counting down), c a positive integer literal, a const integer "
+                    "global initialised with one or an integer local initialised with one "
+                    "and never assigned, with i, a and b unchanged in the body")
         if asm.rec.plan(path).saved:
             return "the loop's header declares locals the reverse needs saved"
         levels.append((loop, path, canon))
