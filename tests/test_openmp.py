@@ -537,6 +537,11 @@ def test_a_step_in_a_namespace_scope_constant_keeps_the_pragma():
     sweep = _sweep(d.code, "named_step")
     assert not warned and "#pragma omp parallel for" in sweep and "par_combine" in sweep
     assert sweep.split("{", 1)[1].lstrip().startswith("const int UNROLL = 4;"), sweep
+    # a namespace-qualified type (TYPE_REF and NAMESPACE_REF before the initializer)
+    sized = "#include <cstddef>\n" + GLOBAL_STEP.replace("const int UNROLL",
+                                                         "constexpr std::size_t UNROLL")
+    d, warned = _derive(sized, "named_step", "x, w")
+    assert not warned and "#pragma omp parallel for" in _sweep(d.code, "named_step")
     d, warned = _derive(GLOBAL_STEP.replace("const int UNROLL", "int UNROLL"), "named_step",
                         "x, w")
     assert "#pragma omp" not in d.code

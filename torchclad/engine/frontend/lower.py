@@ -15,7 +15,7 @@ from .expressions import Expressions
 from .literals import literal
 from .records import Records
 from .parse import loc_of, parse, pragmas
-from .scope import K
+from .scope import K, unwrapped
 from .statements import Statements
 
 
@@ -128,13 +128,12 @@ def _integer_constant(c, t: ir.Type) -> "ir.Const | None":
     8;`, constexpr or static alike), as a Const of its type; None for anything else."""
     if t.real or t.is_memory or t.dims or t.ref or not c.type.is_const_qualified():
         return None
-    init = [ch for ch in c.get_children() if ch.kind != K.TYPE_REF]
-    while len(init) == 1 and init[0].kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
-        init = list(init[0].get_children())
-    if len(init) != 1 or init[0].kind != K.INTEGER_LITERAL:
+    kids = [ch for ch in c.get_children() if ch.kind.is_expression()]
+    init = unwrapped(kids[0]) if len(kids) == 1 else None
+    if init is None or init.kind != K.INTEGER_LITERAL:
         return None
     try:
-        text = literal(init[0], False)
+        text = literal(init, False)
     except DiffError:
         return None
     return ir.Const(text, ir.Type(t.base))
@@ -222,8 +221,7 @@ def lower_source(source: str, filename: str = "kernel.cpp", extra_args: tuple = 
             customs[c.spelling] = lw.custom_function(c)
             if c.is_definition():      # forward mode may differentiate a custom derivative
                 body = Lowerer(filename, template, declared)
-                body.globals, body.pragmas = lw.globals, marks
-                body.global_constants = constants
+                body.globals, body.pragmas, body.global_constants = lw.globals, marks, constants
                 try:
                     bodies[c.spelling] = body.function(c, custom=True)
                 except DiffError as e:

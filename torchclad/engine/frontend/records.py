@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import ir, names
 from .literals import evaluate_int
-from .scope import TK, K, Scopes
+from .scope import TK, K, Scopes, unwrapped
 
 
 class Records(Scopes):
@@ -91,9 +91,7 @@ class Records(Scopes):
     def construct(self, obj, t: ir.Type, init, where) -> list:
         """Statements giving the fields of object `obj` (of type t) the values initializer
         cursor `init` gives them (None: the default member initializers)."""
-        while init is not None and init.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR) and \
-                len([x for x in init.get_children() if x.kind.is_expression()]) == 1:
-            init = [x for x in init.get_children() if x.kind.is_expression()][0]
+        init = unwrapped(init)
         L = self.loc(where)
         if init is None:
             return self.defaults(obj, t, where)

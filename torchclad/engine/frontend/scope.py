@@ -23,6 +23,17 @@ ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="}
 _QUALIFIERS = re.compile(r"\bconst\b|\bvolatile\b|\brestrict\b|__restrict__|__restrict")
 
 
+def unwrapped(c):
+    """Expression cursor c under the implicit wrappers clang puts around it (UNEXPOSED_EXPR
+    for an implicit cast, PAREN_EXPR) that have one expression inside."""
+    while c is not None and c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+        inner = [x for x in c.get_children() if x.kind.is_expression()]
+        if len(inner) != 1:
+            break
+        c = inner[0]
+    return c
+
+
 class Scopes:
     """State of lowering one function: scopes of declared names, pragmas, pending effects."""
 
